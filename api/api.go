@@ -1,0 +1,188 @@
+// Package api is dpfl's REST interface: JSON over HTTP, served with echo.
+// Handlers are thin: bind, call the job manager (package fl/job), and map
+// its errors to status codes in one place (writeError). Every route but
+// /healthz needs "Authorization: Bearer <token>".
+//
+// Routes:
+//
+//	GET  /healthz                 liveness, no auth
+//	POST /v1/jobs                 create and start a job (body: job.Spec JSON)
+//	GET  /v1/jobs                 list jobs
+//	GET  /v1/jobs/:id             state, round, latest metrics
+//	GET  /v1/jobs/:id/metrics     every committed round's metrics
+//	GET  /v1/jobs/:id/privacy     privacy ledger and ε at the job's δ
+//	POST /v1/jobs/:id/cancel      stop a running job
+//	GET  /v1/jobs/:id/model       latest global model parameters
+//
+// Errors are {"error": message, "field": json-path} with 400 (bad input,
+// naming the field and rule), 401 (missing or wrong token), 404 (unknown
+// job), 409 (request does not fit the job's state), 500 otherwise.
+package api
+
+import (
+	"crypto/subtle"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/storage"
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Error string `json:"error"`
+	// Field is the JSON path of the offending request field, if any.
+	Field string `json:"field,omitempty"`
+}
+
+// MaxBodyBytes bounds a request body.
+const MaxBodyBytes = 1 << 20
+
+// New returns the HTTP handler serving jobs through m, guarded by token
+// (non-empty; compared in constant time).
+func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
+	if token == "" {
+		panic("api: empty token")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		code, body := errorResponse(err)
+		if code >= 500 {
+			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+		}
+		_ = c.JSON(code, body)
+	}
+	e.Use(middleware.Recover())
+	e.Use(middleware.BodyLimit("1M"))
+	e.GET("/healthz", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	})
+	v1 := e.Group("/v1", middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
+		KeyLookup:  "header:" + echo.HeaderAuthorization,
+		AuthScheme: "Bearer",
+		Validator: func(key string, _ echo.Context) (bool, error) {
+			return subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1, nil
+		},
+		ErrorHandler: func(error, echo.Context) error {
+			return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token (set --token or DPFL_TOKEN)")
+		},
+	}))
+	h := handlers{m}
+	v1.POST("/jobs", h.create)
+	v1.GET("/jobs", h.list)
+	v1.GET("/jobs/:id", h.get)
+	v1.GET("/jobs/:id/metrics", h.metrics)
+	v1.GET("/jobs/:id/privacy", h.privacy)
+	v1.POST("/jobs/:id/cancel", h.cancel)
+	v1.GET("/jobs/:id/model", h.model)
+	return e
+}
+
+type handlers struct{ m *job.Manager }
+
+func (h handlers) create(c echo.Context) error {
+	body, err := io.ReadAll(c.Request().Body)
+	if err != nil {
+		return &job.ValidationError{Field: "body", Rule: "unreadable: " + err.Error()}
+	}
+	spec, err := job.ParseSpec(body)
+	if err != nil {
+		return err
+	}
+	j, err := h.m.Submit(spec)
+	if err != nil {
+		return err
+	}
+	st, err := h.m.Get(j.ID)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, st)
+}
+
+func (h handlers) list(c echo.Context) error {
+	jobs, err := h.m.List()
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"jobs": jobs})
+}
+
+func (h handlers) get(c echo.Context) error {
+	st, err := h.m.Get(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (h handlers) metrics(c echo.Context) error {
+	met, err := h.m.Metrics(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if met == nil {
+		met = []job.RoundMetrics{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": met})
+}
+
+func (h handlers) privacy(c echo.Context) error {
+	rep, err := h.m.Privacy(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
+func (h handlers) cancel(c echo.Context) error {
+	if _, err := h.m.Cancel(c.Param("id")); err != nil {
+		return err
+	}
+	st, err := h.m.Get(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, st)
+}
+
+func (h handlers) model(c echo.Context) error {
+	mod, err := h.m.Model(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, mod)
+}
+
+// errorResponse maps an error to its status code and body, in one place.
+func errorResponse(err error) (int, ErrorBody) {
+	var ve *job.ValidationError
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &ve):
+		return http.StatusBadRequest, ErrorBody{Error: ve.Error(), Field: ve.Field}
+	case errors.Is(err, storage.ErrNotFound):
+		return http.StatusNotFound, ErrorBody{Error: err.Error()}
+	case errors.Is(err, job.ErrConflict):
+		return http.StatusConflict, ErrorBody{Error: err.Error()}
+	case errors.As(err, &he):
+		msg, ok := he.Message.(string)
+		if !ok {
+			msg = http.StatusText(he.Code)
+		}
+		return he.Code, ErrorBody{Error: msg}
+	}
+	return http.StatusInternalServerError, ErrorBody{Error: err.Error()}
+}

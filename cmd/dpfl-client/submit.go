@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"gopkg.in/yaml.v3"
+
+	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/fl/job"
+)
+
+// override maps a submit flag to the job field (JSON path) it sets.
+type override struct {
+	flag, path, help string
+	kind             byte // 's' string, 'i' int, 'f' float, 'b' bool
+}
+
+var overrides = []override{
+	{"name", "name", "job name", 's'},
+	{"model", "model", "model: logreg | mlp", 's'},
+	{"rounds", "rounds", "number of rounds", 'i'},
+	{"clients", "population.clients", "population size N", 'i'},
+	{"partition", "population.partition", "iid | dirichlet | shards", 's'},
+	{"alpha", "population.dirichlet_alpha", "Dirichlet concentration α", 'f'},
+	{"sampling", "sampling.scheme", "poisson | fixed", 's'},
+	{"q", "sampling.rate", "Poisson sampling rate q", 'f'},
+	{"cohort", "sampling.cohort_size", "fixed cohort size K", 'i'},
+	{"epochs", "client.epochs", "local epochs E", 'i'},
+	{"batch", "client.batch_size", "local batch size B", 'i'},
+	{"client-lr", "client.lr", "client learning rate η_l", 'f'},
+	{"server-lr", "server.lr", "server learning rate η_s", 'f'},
+	{"dp", "dp.enabled", "train with user-level DP", 'b'},
+	{"clip", "dp.clip_norm", "clip norm C", 'f'},
+	{"z", "dp.noise_multiplier", "noise multiplier z", 'f'},
+	{"delta", "dp.delta", "δ", 'f'},
+	{"epsilon-budget", "dp.epsilon_budget", "ε_max (0 = none)", 'f'},
+	{"eval-every", "eval_every", "evaluate every this many rounds", 'i'},
+	{"seed", "seed", "simulation seed", 'i'},
+}
+
+func submit(ctx context.Context, c *command, args []string, out io.Writer) error {
+	file := c.fs.String("file", "", "job file, JSON or YAML (fields left out take the server's defaults)")
+	doWatch := c.fs.Bool("watch", false, "watch the job until it ends")
+	vals := map[string]*string{}
+	for _, o := range overrides {
+		vals[o.flag] = c.fs.String(o.flag, "", o.help+" (sets "+o.path+")")
+	}
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	spec := map[string]any{}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return err
+		}
+		if ext := strings.ToLower(filepath.Ext(*file)); ext == ".yaml" || ext == ".yml" {
+			err = yaml.Unmarshal(b, &spec)
+		} else {
+			err = json.Unmarshal(b, &spec)
+		}
+		if err != nil {
+			return fmt.Errorf("reading job file %s: %w", *file, err)
+		}
+	}
+	var err error
+	c.fs.Visit(func(f *flag.Flag) {
+		for _, o := range overrides {
+			if o.flag == f.Name && err == nil {
+				err = setPath(spec, o, *vals[o.flag])
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	cl := c.client()
+	st, err := cl.Submit(ctx, body)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "submitted %s: %s on %d clients, %d rounds, %s\n", st.ID, st.Spec.Model,
+		st.Spec.Population.Clients, st.Spec.Rounds, privacyLine(st.Spec))
+	if !*doWatch {
+		return nil
+	}
+	return watch(ctx, cl, st.ID, out)
+}
+
+func privacyLine(s job.Spec) string {
+	if !s.DP.Enabled {
+		return "no DP"
+	}
+	return fmt.Sprintf("DP with C=%g z=%g δ=%g", s.DP.ClipNorm, s.DP.NoiseMultiplier, s.DP.Delta)
+}
+
+// setPath sets spec[a][b] = value parsed by o.kind.
+func setPath(spec map[string]any, o override, raw string) error {
+	var v any
+	var err error
+	switch o.kind {
+	case 's':
+		v = raw
+	case 'i':
+		var n int64
+		_, err = fmt.Sscan(raw, &n)
+		v = n
+	case 'f':
+		var f float64
+		_, err = fmt.Sscan(raw, &f)
+		v = f
+	case 'b':
+		var b bool
+		_, err = fmt.Sscan(raw, &b)
+		v = b
+	}
+	if err != nil {
+		return fmt.Errorf("--%s: cannot parse %q: %v", o.flag, raw, err)
+	}
+	parts := strings.Split(o.path, ".")
+	m := spec
+	for _, p := range parts[:len(parts)-1] {
+		sub, ok := m[p].(map[string]any)
+		if !ok {
+			sub = map[string]any{}
+			m[p] = sub
+		}
+		m = sub
+	}
+	m[parts[len(parts)-1]] = v
+	return nil
+}
+
+// watch shows a progress bar of job id until it ends, then a summary.
+func watch(ctx context.Context, cl *client.Client, id string, out io.Writer) error {
+	start := time.Now()
+	var bar *progressbar.ProgressBar
+	st, err := cl.Wait(ctx, id, time.Second, func(st job.Status) {
+		if bar == nil {
+			bar = progressbar.NewOptions(st.Spec.Rounds,
+				progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionSetDescription(id),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetWidth(30),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionThrottle(200*time.Millisecond))
+		}
+		bar.Describe(progressLine(st))
+		_ = bar.Set(st.Round)
+	})
+	if bar != nil {
+		_ = bar.Finish()
+		fmt.Fprintln(os.Stderr)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s %s: %s\n", st.ID, st.State, st.Message)
+	if st.LatestTest != nil && st.LatestTest.Test != nil {
+		fmt.Fprintf(out, "final test accuracy %.4f (loss %.4f) after round %d\n",
+			st.LatestTest.Test.Accuracy, st.LatestTest.Test.Loss, st.LatestTest.Round)
+	}
+	if st.Spec.DP.Enabled {
+		rep, err := cl.Privacy(ctx, id)
+		if err != nil {
+			return err
+		}
+		if rep.Epsilon != nil {
+			fmt.Fprintf(out, "privacy: (ε, δ) = (%.3f, %g), user-level, %s accountant over %d rounds\n",
+				*rep.Epsilon, rep.Delta, rep.Accountant, len(rep.Events))
+		}
+	} else {
+		fmt.Fprintln(out, "privacy: none (trained without DP)")
+	}
+	fmt.Fprintf(out, "watched for %s\n", time.Since(start).Round(time.Second))
+	if st.State != "completed" {
+		return fmt.Errorf("job %s ended %s", id, st.State)
+	}
+	return nil
+}
+
+func progressLine(st job.Status) string {
+	s := fmt.Sprintf("%s %s", st.ID, st.State)
+	if t := st.LatestTest; t != nil && t.Test != nil {
+		s += fmt.Sprintf(" acc=%.3f", t.Test.Accuracy)
+	}
+	if l := st.Latest; l != nil && l.Epsilon != nil {
+		s += fmt.Sprintf(" ε=%.3f", *l.Epsilon)
+	}
+	return s
+}

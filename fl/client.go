@@ -1,0 +1,90 @@
+package fl
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/simd"
+)
+
+// ClientConfig is the local training of one client in a round: E epochs of
+// minibatch SGD with batch size B and client learning rate η_l over the
+// client's own examples (McMahan et al. 2017, Algorithm 1, ClientUpdate).
+type ClientConfig struct {
+	// Epochs is E ≥ 1.
+	Epochs int
+	// BatchSize is B ≥ 1; the last batch of an epoch may be smaller.
+	BatchSize int
+	// LR is the client learning rate η_l > 0.
+	LR float64
+}
+
+// Validate reports the first field that breaks its rule.
+func (c ClientConfig) Validate() error {
+	switch {
+	case c.Epochs < 1:
+		return fmt.Errorf("client.epochs must be ≥ 1, got %d", c.Epochs)
+	case c.BatchSize < 1:
+		return fmt.Errorf("client.batch_size must be ≥ 1, got %d", c.BatchSize)
+	case !(c.LR > 0) || math.IsInf(c.LR, 0):
+		return fmt.Errorf("client.lr must be a finite number > 0, got %v", c.LR)
+	}
+	return nil
+}
+
+// clientTrainer holds one worker's buffers for local training; all
+// allocation happens in newClientTrainer.
+type clientTrainer struct {
+	cfg    ClientConfig
+	ws     model.Workspace
+	local  []float32 // x_i
+	grad   []float32
+	batchX []float32
+	batchY []uint8
+	order  []int32
+}
+
+func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
+	d := m.NumParams()
+	return &clientTrainer{
+		cfg:    cfg,
+		ws:     m.NewWorkspace(cfg.BatchSize),
+		local:  make([]float32, d),
+		grad:   make([]float32, d),
+		batchX: make([]float32, cfg.BatchSize*m.InputDim()),
+		batchY: make([]uint8, cfg.BatchSize),
+	}
+}
+
+// train runs ClientUpdate from the global model on the examples idx of ds
+// and leaves Δ_i = x_i − x_t in delta. It returns the mean training loss
+// over all local steps' examples (0 for a client with no examples, whose
+// Δ_i is 0). rng drives the per-epoch shuffles (simulation randomness).
+func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []int32, rng *rand.Rand) (loss float64) {
+	copy(t.local, global)
+	t.order = append(t.order[:0], idx...)
+	B, dim := t.cfg.BatchSize, ds.Dim
+	lr := float32(t.cfg.LR)
+	var lossSum float64
+	var seen int
+	for range t.cfg.Epochs {
+		rng.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
+		for s := 0; s < len(t.order); s += B {
+			b := t.order[s:min(s+B, len(t.order))]
+			x, y := t.batchX[:len(b)*dim], t.batchY[:len(b)]
+			ds.Gather(x, y, b)
+			l := t.ws.LossGrad(t.local, x, y, t.grad)
+			simd.Axpy(t.local, -lr, t.grad)
+			lossSum += l * float64(len(b))
+			seen += len(b)
+		}
+	}
+	simd.Sub(delta, t.local, global)
+	if seen == 0 {
+		return 0
+	}
+	return lossSum / float64(seen)
+}

@@ -1,0 +1,155 @@
+package fl
+
+import (
+	"runtime"
+	"sync"
+
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/fl/model"
+)
+
+// Evaluator computes a model's loss and accuracy on held-out data, split
+// across workers. Buffers are allocated once by NewEvaluator. Not safe for
+// concurrent use.
+type Evaluator struct {
+	m       model.Model
+	chunk   int
+	workers []evalWorker
+}
+
+type evalWorker struct {
+	ws model.Workspace
+	x  []float32
+	y  []uint8
+}
+
+// Metrics are the mean loss and accuracy over Examples examples.
+type Metrics struct {
+	Loss     float64 `json:"loss"`
+	Accuracy float64 `json:"accuracy"`
+	Examples int     `json:"examples"`
+}
+
+// NewEvaluator returns an evaluator for m using workers goroutines (≤ 0:
+// GOMAXPROCS).
+func NewEvaluator(m model.Model, workers int) *Evaluator {
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	const chunk = 256
+	e := &Evaluator{m: m, chunk: chunk, workers: make([]evalWorker, workers)}
+	for i := range e.workers {
+		e.workers[i] = evalWorker{
+			ws: m.NewWorkspace(chunk),
+			x:  make([]float32, chunk*m.InputDim()),
+			y:  make([]uint8, chunk),
+		}
+	}
+	return e
+}
+
+// Dataset evaluates params on every example of ds (its rows are contiguous,
+// so workers read them in place).
+func (e *Evaluator) Dataset(params []float32, ds *data.Dataset) Metrics {
+	n := ds.Len()
+	per := (n + len(e.workers) - 1) / len(e.workers)
+	loss := make([]float64, len(e.workers))
+	correct := make([]int, len(e.workers))
+	var wg sync.WaitGroup
+	for i := range e.workers {
+		lo, hi := min(i*per, n), min((i+1)*per, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loss[i], correct[i] = e.workers[i].ws.Evaluate(params, ds.X[lo*ds.Dim:hi*ds.Dim], ds.Y[lo:hi])
+		}()
+	}
+	wg.Wait()
+	return sumMetrics(loss, correct, n)
+}
+
+// ClientMetrics are evaluations on the clients' own held-out examples.
+type ClientMetrics struct {
+	// Weighted pools every held-out example (example-weighted).
+	Weighted Metrics `json:"weighted"`
+	// MeanAccuracy is the unweighted mean of per-client accuracies, over
+	// clients with at least one held-out example.
+	MeanAccuracy float64 `json:"mean_accuracy"`
+	// Clients is the number of clients evaluated.
+	Clients int `json:"clients"`
+}
+
+// Clients evaluates params on each client's held-out examples. It returns
+// false when the partition holds none out.
+func (e *Evaluator) Clients(params []float32, fed *data.Federated) (ClientMetrics, bool) {
+	type result struct {
+		loss    float64
+		correct int
+		n       int
+		accSum  float64
+		clients int
+	}
+	res := make([]result, len(e.workers))
+	ids := make(chan int, 64)
+	var wg sync.WaitGroup
+	for i := range e.workers {
+		w, r := &e.workers[i], &res[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dim := fed.Base().Dim
+			for id := range ids {
+				idx := fed.Client(id).HeldOut
+				var c int
+				for s := 0; s < len(idx); s += e.chunk {
+					b := idx[s:min(s+e.chunk, len(idx))]
+					fed.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
+					l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
+					r.loss += l
+					c += k
+				}
+				r.correct += c
+				r.n += len(idx)
+				r.accSum += float64(c) / float64(len(idx))
+				r.clients++
+			}
+		}()
+	}
+	for _, id := range fed.ClientIDs() {
+		if len(fed.Client(id).HeldOut) > 0 {
+			ids <- id
+		}
+	}
+	close(ids)
+	wg.Wait()
+	var out ClientMetrics
+	loss := make([]float64, len(res))
+	correct := make([]int, len(res))
+	var n int
+	var accSum float64
+	for i, r := range res {
+		loss[i], correct[i] = r.loss, r.correct
+		n += r.n
+		accSum += r.accSum
+		out.Clients += r.clients
+	}
+	if out.Clients == 0 {
+		return out, false
+	}
+	out.Weighted = sumMetrics(loss, correct, n)
+	out.MeanAccuracy = accSum / float64(out.Clients)
+	return out, true
+}
+
+func sumMetrics(loss []float64, correct []int, n int) Metrics {
+	if n == 0 {
+		return Metrics{}
+	}
+	var l float64
+	var c int
+	for i := range loss {
+		l += loss[i]
+		c += correct[i]
+	}
+	return Metrics{Loss: l / float64(n), Accuracy: float64(c) / float64(n), Examples: n}
+}

@@ -1,0 +1,185 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/storage"
+)
+
+// Status is a job as the API shows it: its stored record, its spec and the
+// latest round's metrics.
+type Status struct {
+	storage.Job
+	// Config hides the stored raw configuration; Spec shows it decoded.
+	Config json.RawMessage `json:"-"`
+	Spec   Spec            `json:"spec"`
+	// Latest is the last committed round (nil before the first).
+	Latest *RoundMetrics `json:"latest,omitempty"`
+	// LatestTest is the most recent evaluation on the test split.
+	LatestTest *RoundMetrics `json:"latest_evaluated,omitempty"`
+}
+
+// Get returns job id's status.
+func (m *Manager) Get(id string) (Status, error) {
+	j, err := m.db.Job(id)
+	if err != nil {
+		return Status{}, err
+	}
+	return m.status(j, true)
+}
+
+// List returns every job, oldest first, without per-round history.
+func (m *Manager) List() ([]Status, error) {
+	jobs, err := m.db.Jobs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Status, 0, len(jobs))
+	for _, j := range jobs {
+		s, err := m.status(j, false)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (m *Manager) status(j storage.Job, withMetrics bool) (Status, error) {
+	s := Status{Job: j}
+	if err := json.Unmarshal(j.Config, &s.Spec); err != nil {
+		return s, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err)
+	}
+	if !withMetrics {
+		return s, nil
+	}
+	hist, err := m.Metrics(j.ID)
+	if err != nil {
+		return s, err
+	}
+	if len(hist) > 0 {
+		s.Latest = &hist[len(hist)-1]
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Test != nil {
+			s.LatestTest = &hist[i]
+			break
+		}
+	}
+	return s, nil
+}
+
+// Metrics returns every committed round's metrics of job id, in order.
+func (m *Manager) Metrics(id string) ([]RoundMetrics, error) {
+	raw, err := m.db.Metrics(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RoundMetrics, len(raw))
+	for i, r := range raw {
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			return nil, fmt.Errorf("job %s: metrics of round %d unreadable: %w", id, i+1, err)
+		}
+	}
+	return out, nil
+}
+
+// PrivacyReport is a job's privacy ledger and the ε it amounts to. Events
+// are in dp_accounting's DpEvent JSON form (see accounting.MarshalEvent),
+// so ε can be recomputed independently from them.
+type PrivacyReport struct {
+	JobID   string `json:"job_id"`
+	Private bool   `json:"private"`
+	// Delta is the job's δ.
+	Delta float64 `json:"delta,omitempty"`
+	// Epsilon is ε at Delta over every recorded event (RDP accountant,
+	// conversion of Balle et al. 2020); absent when there are no events.
+	Epsilon *float64 `json:"epsilon,omitempty"`
+	// RDPOrder is the order α attaining Epsilon.
+	RDPOrder float64 `json:"rdp_order,omitempty"`
+	// Accountant names the accountant that produced Epsilon.
+	Accountant string `json:"accountant,omitempty"`
+	// EpsilonBudget is ε_max (0: none); Remaining is ε_max − ε.
+	EpsilonBudget float64  `json:"epsilon_budget,omitempty"`
+	Remaining     *float64 `json:"remaining,omitempty"`
+	// Rounds is the number of committed rounds; Events may hold one more
+	// (a write-ahead event of a round interrupted by a crash).
+	Rounds int                   `json:"rounds"`
+	Events []storage.LedgerEntry `json:"events"`
+	Note   string                `json:"note,omitempty"`
+}
+
+// Privacy recomputes job id's ε from its stored ledger.
+func (m *Manager) Privacy(id string) (PrivacyReport, error) {
+	s, err := m.Get(id)
+	if err != nil {
+		return PrivacyReport{}, err
+	}
+	entries, err := m.db.Ledger(id)
+	if err != nil {
+		return PrivacyReport{}, err
+	}
+	rep := PrivacyReport{JobID: id, Private: s.Spec.DP.Enabled, Rounds: s.Round, Events: entries}
+	if rep.Events == nil {
+		rep.Events = []storage.LedgerEntry{}
+	}
+	if !s.Spec.DP.Enabled {
+		rep.Note = "job trained without differential privacy: no (ε, δ) guarantee"
+		return rep, nil
+	}
+	rep.Delta, rep.EpsilonBudget, rep.Accountant = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget, "rdp"
+	if len(entries) == 0 {
+		return rep, nil
+	}
+	acct := accounting.NewRDPAccountant(nil)
+	for _, e := range entries {
+		ev, err := accounting.UnmarshalEvent(e.Event)
+		if err != nil {
+			return rep, fmt.Errorf("job %s ledger entry %d: %w", id, e.Seq, err)
+		}
+		if err := acct.Compose(ev, 1); err != nil {
+			return rep, fmt.Errorf("job %s ledger entry %d: %w", id, e.Seq, err)
+		}
+	}
+	eps, order, err := acct.Epsilon(rep.Delta)
+	if err != nil {
+		return rep, err
+	}
+	if !math.IsInf(eps, 0) && !math.IsNaN(eps) {
+		rep.Epsilon, rep.RDPOrder = &eps, order
+		if rep.EpsilonBudget > 0 {
+			left := rep.EpsilonBudget - eps
+			rep.Remaining = &left
+		}
+	}
+	return rep, nil
+}
+
+// ModelExport is a job's latest global model.
+type ModelExport struct {
+	JobID     string `json:"job_id"`
+	Model     string `json:"model"`
+	Round     int    `json:"round"`
+	NumParams int    `json:"num_params"`
+	// Params is the flat parameter vector; fl/model documents its layout.
+	Params []float32 `json:"params"`
+}
+
+// Model returns the checkpoint of job id's last committed round.
+func (m *Manager) Model(id string) (ModelExport, error) {
+	s, err := m.Get(id)
+	if err != nil {
+		return ModelExport{}, err
+	}
+	ck, ok, err := m.db.Checkpoint(id)
+	if err != nil {
+		return ModelExport{}, err
+	}
+	if !ok {
+		return ModelExport{}, fmt.Errorf("%w: job %s has no committed round yet", ErrConflict, id)
+	}
+	return ModelExport{JobID: id, Model: s.Spec.Model, Round: ck.Round, NumParams: len(ck.Params), Params: ck.Params}, nil
+}

@@ -1,0 +1,424 @@
+package job
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/dp"
+	"github.com/dpfl/dpfl/fl"
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/storage"
+)
+
+// Errors a caller maps to responses; they are wrapped with context.
+var (
+	// ErrNotFound: no job with that ID.
+	ErrNotFound = storage.ErrNotFound
+	// ErrConflict: the request does not fit the job's state.
+	ErrConflict = errors.New("conflict")
+)
+
+// errCancelledByUser is the cancel cause that distinguishes a user's cancel
+// (terminal) from a server shutdown (the job resumes at the next start).
+var errCancelledByUser = errors.New("cancelled by user")
+
+// Manager creates, runs, resumes and cancels jobs. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	db      *storage.DB
+	dataDir string
+	log     *slog.Logger
+	workers int
+
+	mu      sync.Mutex
+	running map[string]*run
+	data    *loaded
+	wg      sync.WaitGroup
+}
+
+type run struct {
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+}
+
+type loaded struct {
+	train, test *data.Dataset
+}
+
+// Options configure a Manager.
+type Options struct {
+	// DataDir holds the Fashion-MNIST IDX files.
+	DataDir string
+	// Workers is the number of clients trained in parallel per job
+	// (≤ 0: GOMAXPROCS).
+	Workers int
+	// Logger receives progress and errors (nil: slog.Default()).
+	Logger *slog.Logger
+}
+
+// NewManager returns a manager over db. Call Resume to restart jobs that
+// were running when the server last stopped.
+func NewManager(db *storage.DB, opt Options) *Manager {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}}
+}
+
+// dataset loads Fashion-MNIST once per manager.
+func (m *Manager) dataset() (*loaded, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.data != nil {
+		return m.data, nil
+	}
+	train, test, err := data.LoadFashionMNIST(m.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	m.data = &loaded{train: train, test: test}
+	return m.data, nil
+}
+
+// Submit validates spec, stores the job and starts it in the background. A
+// spec that breaks a rule returns a *ValidationError and stores nothing.
+func (m *Manager) Submit(spec Spec) (storage.Job, error) {
+	ds, err := m.dataset()
+	if err != nil {
+		return storage.Job{}, err
+	}
+	if err := spec.Validate(ds.train.Len()); err != nil {
+		return storage.Job{}, err
+	}
+	cfg, err := json.Marshal(spec)
+	if err != nil {
+		return storage.Job{}, err
+	}
+	id, err := newJobID()
+	if err != nil {
+		return storage.Job{}, err
+	}
+	j := storage.Job{ID: id, Config: cfg, State: storage.StateRunning, CreatedAt: time.Now().UTC()}
+	if err := m.db.CreateJob(j); err != nil {
+		return storage.Job{}, err
+	}
+	m.start(j, spec)
+	return m.db.Job(id)
+}
+
+func newJobID() (string, error) {
+	var b [6]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "job-" + hex.EncodeToString(b[:]), nil
+}
+
+// Resume restarts every job left in a non-terminal state, from its last
+// committed round.
+func (m *Manager) Resume() error {
+	jobs, err := m.db.Jobs()
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		if j.State.Terminal() {
+			continue
+		}
+		var spec Spec
+		if err := json.Unmarshal(j.Config, &spec); err != nil {
+			m.finish(j.ID, storage.StateFailed, "stored configuration unreadable: "+err.Error())
+			continue
+		}
+		m.log.Info("resuming job", "job", j.ID, "after_round", j.Round)
+		m.start(j, spec)
+	}
+	return nil
+}
+
+func (m *Manager) start(j storage.Job, spec Spec) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	r := &run{cancel: cancel, done: make(chan struct{})}
+	m.mu.Lock()
+	m.running[j.ID] = r
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(r.done)
+		defer func() {
+			m.mu.Lock()
+			delete(m.running, j.ID)
+			m.mu.Unlock()
+		}()
+		state, msg := m.runJob(ctx, j, spec)
+		if state == "" { // server shutdown: leave it running, to resume
+			return
+		}
+		m.finish(j.ID, state, msg)
+	}()
+}
+
+func (m *Manager) finish(id string, s storage.JobState, msg string) {
+	if err := m.db.SetJobState(id, s, msg); err != nil {
+		m.log.Error("recording job state", "job", id, "state", s, "err", err)
+		return
+	}
+	m.log.Info("job finished", "job", id, "state", s, "message", msg)
+}
+
+// Cancel stops a running job; it ends in state cancelled once its current
+// client finishes (the round in flight is not committed). Cancelling a
+// finished job is ErrConflict.
+func (m *Manager) Cancel(id string) (storage.Job, error) {
+	j, err := m.db.Job(id)
+	if err != nil {
+		return j, err
+	}
+	if j.State.Terminal() {
+		return j, fmt.Errorf("%w: job %s is already %s", ErrConflict, id, j.State)
+	}
+	m.mu.Lock()
+	r := m.running[id]
+	m.mu.Unlock()
+	if r == nil {
+		if err := m.db.SetJobState(id, storage.StateCancelled, "cancelled by user"); err != nil {
+			return j, err
+		}
+	} else {
+		r.cancel(errCancelledByUser)
+		<-r.done
+	}
+	return m.db.Job(id)
+}
+
+// Shutdown stops every running job without ending it: each resumes from its
+// last committed round at the next Resume. It waits for the jobs to stop or
+// ctx to expire.
+func (m *Manager) Shutdown(ctx context.Context) error {
+	m.mu.Lock()
+	for _, r := range m.running {
+		r.cancel(context.Canceled)
+	}
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Wait blocks until job id is no longer running in this manager.
+func (m *Manager) Wait(id string) {
+	m.mu.Lock()
+	r := m.running[id]
+	m.mu.Unlock()
+	if r != nil {
+		<-r.done
+	}
+}
+
+// roundEvent is the DP event of one round of spec (McMahan et al. 2018):
+// the Gaussian sum query with noise multiplier z, Poisson-subsampled with
+// rate q. A fixed-size cohort is sampling without replacement, whose
+// accountant (Wang, Balle, Kasiviswanathan 2019) assumes replace-one
+// adjacency: replacing one user moves the clipped sum by up to 2C, so the
+// Gaussian's effective multiplier is z/2.
+func roundEvent(spec Spec) accounting.Event {
+	z := spec.DP.NoiseMultiplier
+	if spec.Sampling.Scheme == "fixed" {
+		return accounting.SampledWithoutReplacement{
+			SourceDatasetSize: spec.Population.Clients,
+			SampleSize:        spec.Sampling.CohortSize,
+			Event:             accounting.Gaussian{NoiseMultiplier: z / 2},
+		}
+	}
+	return accounting.PoissonSampled{SamplingProbability: spec.Sampling.Rate, Event: accounting.Gaussian{NoiseMultiplier: z}}
+}
+
+// RoundMetrics is what a job records for each committed round.
+type RoundMetrics struct {
+	Round           int     `json:"round"`
+	Cohort          int     `json:"cohort"`
+	Examples        int     `json:"examples"`
+	TrainLoss       float64 `json:"train_loss"`
+	MeanUpdateNorm  float64 `json:"mean_update_norm"`
+	ClippedFraction float64 `json:"clipped_fraction"`
+	Rejected        int     `json:"rejected,omitempty"`
+	// Test is the global model on the dataset's test split, on evaluation
+	// rounds only.
+	Test *fl.Metrics `json:"test,omitempty"`
+	// Clients is the global model on the clients' held-out examples, when
+	// the partition holds some out and on evaluation rounds only.
+	Clients *fl.ClientMetrics `json:"clients,omitempty"`
+	// Epsilon is ε at the job's δ after this round (absent without DP).
+	Epsilon *float64  `json:"epsilon,omitempty"`
+	Seconds float64   `json:"seconds"`
+	Time    time.Time `json:"time"`
+}
+
+// runJob trains j from its last committed round. It returns the terminal
+// state and message, or "" when stopped by a server shutdown.
+func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage.JobState, string) {
+	fail := func(format string, a ...any) (storage.JobState, string) {
+		msg := fmt.Sprintf(format, a...)
+		m.log.Error("job failed", "job", j.ID, "err", msg)
+		return storage.StateFailed, msg
+	}
+	stopped := func() (storage.JobState, string) {
+		if errors.Is(context.Cause(ctx), errCancelledByUser) {
+			return storage.StateCancelled, "cancelled by user"
+		}
+		return "", ""
+	}
+	ds, err := m.dataset()
+	if err != nil {
+		return fail("%v", err)
+	}
+	part, err := data.ParsePartitioner(spec.Population.Partition, spec.Population.DirichletAlpha, spec.Population.ShardsPerClient)
+	if err != nil {
+		return fail("%v", err)
+	}
+	fed, err := data.NewFederated(ds.train, data.Options{
+		NumClients: spec.Population.Clients, Partitioner: part, Seed: spec.Seed,
+		HeldOutFraction: spec.Population.HeldOutFraction,
+	})
+	if err != nil {
+		return fail("partitioning: %v", err)
+	}
+	mdl, err := model.New(spec.Model, ds.train.Dim, ds.train.Classes)
+	if err != nil {
+		return fail("%v", err)
+	}
+	server, err := fl.NewServerOptimizer(spec.Server.Optimizer, spec.Server.LR)
+	if err != nil {
+		return fail("%v", err)
+	}
+	params := make([]float32, mdl.NumParams())
+	ck, ok, err := m.db.Checkpoint(j.ID)
+	switch {
+	case err != nil:
+		return fail("reading checkpoint: %v", err)
+	case ok && ck.Round == j.Round && len(ck.Params) == len(params):
+		copy(params, ck.Params)
+		if err := server.UnmarshalState(ck.OptState); err != nil {
+			return fail("restoring server optimizer: %v", err)
+		}
+	case j.Round == 0:
+		mdl.Init(params, rand.New(rand.NewPCG(spec.Seed, 0x1a17)))
+	default:
+		return fail("checkpoint of round %d missing or mismatched", j.Round)
+	}
+
+	secure, err := dp.NewSecureRand()
+	if err != nil {
+		return fail("%v", err)
+	}
+	var sampler fl.Sampler = fl.Poisson{Q: spec.Sampling.Rate}
+	if spec.Sampling.Scheme == "fixed" {
+		sampler = fl.Fixed{K: spec.Sampling.CohortSize}
+	}
+	alg := &fl.FedAvg{
+		Model:   mdl,
+		Client:  fl.ClientConfig{Epochs: spec.Client.Epochs, BatchSize: spec.Client.BatchSize, LR: spec.Client.LR},
+		Server:  server,
+		Workers: m.workers,
+		Seed:    spec.Seed,
+	}
+	var ledger *ledgerState
+	if spec.DP.Enabled {
+		alg.Aggregate = &fl.GaussianAggregator{
+			Params: dp.Params{ClipNorm: spec.DP.ClipNorm, NoiseMultiplier: spec.DP.NoiseMultiplier},
+			Rand:   secure,
+		}
+		if ledger, err = m.openLedger(j.ID, spec); err != nil {
+			return fail("%v", err)
+		}
+	} else {
+		alg.Aggregate = fl.WeightedMean{}
+	}
+	eval := fl.NewEvaluator(mdl, m.workers)
+	population := fed.NumClients()
+
+	for r := j.Round + 1; r <= spec.Rounds; r++ {
+		if ctx.Err() != nil {
+			return stopped()
+		}
+		start := time.Now()
+		var eps *float64
+		if ledger != nil {
+			next, err := ledger.projected()
+			if err != nil {
+				return fail("accounting: %v", err)
+			}
+			if b := spec.DP.EpsilonBudget; b > 0 && next > b {
+				return storage.StateBudgetExhausted, fmt.Sprintf(
+					"round %d would raise ε from %.4g to %.4g at δ=%g, past the budget ε_max=%g; %d rounds completed",
+					r, ledger.eps, next, spec.DP.Delta, b, r-1)
+			}
+			// Write-ahead: the event is durable before any noisy output exists.
+			if err := ledger.append(r); err != nil {
+				return fail("appending privacy event: %v", err)
+			}
+			eps = &ledger.eps
+		}
+		cohort := sampler.Sample(population, secure)
+		st, err := alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(population))
+		if err != nil {
+			if ctx.Err() != nil {
+				return stopped()
+			}
+			return fail("round %d: %v", r, err)
+		}
+		met := RoundMetrics{
+			Round: r, Cohort: st.Cohort, Examples: st.Examples, TrainLoss: st.TrainLoss,
+			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected,
+			Epsilon: eps,
+		}
+		if r%spec.EvalEvery == 0 || r == spec.Rounds {
+			t := eval.Dataset(params, ds.test)
+			met.Test = &t
+			if c, ok := eval.Clients(params, fed); ok {
+				met.Clients = &c
+			}
+		}
+		met.Seconds = time.Since(start).Seconds()
+		met.Time = time.Now().UTC()
+		mj, err := json.Marshal(met)
+		if err != nil {
+			return fail("encoding metrics: %v", err)
+		}
+		state, err := server.MarshalState()
+		if err != nil {
+			return fail("saving server optimizer: %v", err)
+		}
+		if err := m.db.CommitRound(j.ID, r, mj, storage.Checkpoint{Round: r, Params: params, OptState: state}); err != nil {
+			return fail("committing round %d: %v", r, err)
+		}
+		if met.Test != nil {
+			m.log.Info("round", "job", j.ID, "round", r, "of", spec.Rounds, "test_accuracy", met.Test.Accuracy, "epsilon", valueOr(eps, math.Inf(1)))
+		}
+	}
+	return storage.StateCompleted, fmt.Sprintf("trained %d rounds", spec.Rounds)
+}
+
+func valueOr(p *float64, d float64) float64 {
+	if p == nil {
+		return d
+	}
+	return *p
+}

@@ -1,0 +1,232 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/dpfl/dpfl/fl/model"
+)
+
+// Spec is a training job as submitted over the API (JSON, snake_case).
+// Fields left out of a submission keep the values of DefaultSpec, so the
+// smallest valid job is {}. README.md documents every field.
+type Spec struct {
+	// Name is a free-form label.
+	Name string `json:"name,omitempty"`
+	// Dataset names the source data; only "fashion-mnist" for now.
+	Dataset string `json:"dataset"`
+	// Model is the architecture: "logreg" or "mlp" (fl/model).
+	Model string `json:"model"`
+	// Population is the simulated population of users.
+	Population PopulationSpec `json:"population"`
+	// Sampling chooses each round's cohort.
+	Sampling SamplingSpec `json:"sampling"`
+	// Rounds is the number of training rounds T ≥ 1.
+	Rounds int `json:"rounds"`
+	// Client is the local training on each client.
+	Client ClientSpec `json:"client"`
+	// Server is the server optimizer.
+	Server ServerSpec `json:"server"`
+	// DP is the user-level differential privacy of the job.
+	DP DPSpec `json:"dp"`
+	// EvalEvery evaluates the global model on the test set every this
+	// many rounds (and always after the last round).
+	EvalEvery int `json:"eval_every"`
+	// Seed fixes the simulation's randomness: data partition, model
+	// initialisation, local shuffles. Privacy randomness (cohort sampling
+	// under DP, noise) is never derived from it.
+	Seed uint64 `json:"seed"`
+	// SecureAggregation asks for secure aggregation; not yet available.
+	SecureAggregation bool `json:"secure_aggregation"`
+}
+
+// PopulationSpec describes how the training set is split into users.
+type PopulationSpec struct {
+	// Clients is the population size N.
+	Clients int `json:"clients"`
+	// Partition is "iid", "dirichlet" (label skew, Hsu et al. 2019) or
+	// "shards" (McMahan et al. 2017).
+	Partition string `json:"partition"`
+	// DirichletAlpha is the concentration α of the dirichlet partition.
+	DirichletAlpha float64 `json:"dirichlet_alpha"`
+	// ShardsPerClient is the shards per client of the shards partition.
+	ShardsPerClient int `json:"shards_per_client"`
+	// HeldOutFraction of every client's examples is kept for per-client
+	// evaluation, in [0, 1).
+	HeldOutFraction float64 `json:"held_out_fraction"`
+}
+
+// SamplingSpec chooses each round's cohort.
+type SamplingSpec struct {
+	// Scheme is "poisson" (each client independently with probability
+	// Rate) or "fixed" (CohortSize clients uniformly without replacement).
+	Scheme string `json:"scheme"`
+	// Rate is the Poisson sampling rate q ∈ (0, 1].
+	Rate float64 `json:"rate"`
+	// CohortSize is the fixed cohort size K.
+	CohortSize int `json:"cohort_size"`
+}
+
+// ClientSpec is local training (fl.ClientConfig).
+type ClientSpec struct {
+	Epochs    int     `json:"epochs"`
+	BatchSize int     `json:"batch_size"`
+	LR        float64 `json:"lr"`
+}
+
+// ServerSpec is the server optimizer (fl.NewServerOptimizer).
+type ServerSpec struct {
+	Optimizer string  `json:"optimizer"`
+	LR        float64 `json:"lr"`
+}
+
+// DPSpec is the job's user-level DP (McMahan et al. 2018).
+type DPSpec struct {
+	// Enabled turns DP on (the default). Without it the job trains with
+	// example-weighted FedAvg and no privacy guarantee.
+	Enabled bool `json:"enabled"`
+	// ClipNorm is the L2 clip norm C of each client's delta.
+	ClipNorm float64 `json:"clip_norm"`
+	// NoiseMultiplier is z; the noise on the sum has σ = z·C.
+	NoiseMultiplier float64 `json:"noise_multiplier"`
+	// Delta is the job's δ ∈ (0, 1); it should be well below 1/N.
+	Delta float64 `json:"delta"`
+	// EpsilonBudget, when > 0, is ε_max: a round that would take ε past it
+	// is not run and the job ends in state budget_exhausted.
+	EpsilonBudget float64 `json:"epsilon_budget"`
+}
+
+// DefaultSpec is the job every submission starts from: the demo job of
+// README.md, DP-FedAvg with logistic regression on Fashion-MNIST over 6,000
+// users.
+func DefaultSpec() Spec {
+	return Spec{
+		Dataset: "fashion-mnist",
+		Model:   "logreg",
+		Population: PopulationSpec{
+			Clients: 6000, Partition: "dirichlet", DirichletAlpha: 1, ShardsPerClient: 2,
+		},
+		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
+		Rounds:    300,
+		Client:    ClientSpec{Epochs: 1, BatchSize: 20, LR: 0.1},
+		Server:    ServerSpec{Optimizer: "sgd", LR: 1},
+		DP:        DPSpec{Enabled: true, ClipNorm: 0.5, NoiseMultiplier: 1, Delta: 1e-5},
+		EvalEvery: 10,
+		Seed:      1,
+	}
+}
+
+// ParseSpec decodes a JSON job over DefaultSpec. Unknown fields are an
+// error (a misspelt field must not silently fall back to a default).
+func ParseSpec(b []byte) (Spec, error) {
+	s := DefaultSpec()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Spec{}, &ValidationError{Field: "body", Rule: "must be a JSON job object: " + err.Error()}
+	}
+	return s, nil
+}
+
+// ValidationError names the field of a job that breaks a rule.
+type ValidationError struct {
+	Field string // JSON path, e.g. "dp.delta"
+	Rule  string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Rule }
+
+// MaxClients bounds the population of one job.
+const MaxClients = 10_000_000
+
+// Validate checks every field and returns the first broken rule as a
+// *ValidationError. trainSize is the number of training examples of the
+// dataset (clients cannot outnumber examples).
+func (s Spec) Validate(trainSize int) error {
+	bad := func(field, format string, a ...any) error {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf(format, a...)}
+	}
+	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+	if s.Dataset != "fashion-mnist" {
+		return bad("dataset", "unknown dataset %q (known: fashion-mnist)", s.Dataset)
+	}
+	if !contains(model.Names(), s.Model) {
+		return bad("model", "unknown model %q (known: %s)", s.Model, strings.Join(model.Names(), ", "))
+	}
+	p := s.Population
+	switch {
+	case p.Clients < 1 || p.Clients > MaxClients:
+		return bad("population.clients", "must be in [1, %d], got %d", MaxClients, p.Clients)
+	case p.Clients > trainSize:
+		return bad("population.clients", "must not exceed the %d training examples, got %d", trainSize, p.Clients)
+	case p.Partition != "iid" && p.Partition != "dirichlet" && p.Partition != "shards":
+		return bad("population.partition", "unknown partition %q (known: iid, dirichlet, shards)", p.Partition)
+	case p.Partition == "dirichlet" && !(p.DirichletAlpha > 0 && finite(p.DirichletAlpha)):
+		return bad("population.dirichlet_alpha", "must be a finite number > 0, got %v", p.DirichletAlpha)
+	case p.Partition == "shards" && (p.ShardsPerClient < 1 || p.Clients*p.ShardsPerClient > trainSize):
+		return bad("population.shards_per_client", "must be ≥ 1 with clients × shards ≤ %d, got %d", trainSize, p.ShardsPerClient)
+	case !(p.HeldOutFraction >= 0 && p.HeldOutFraction < 1):
+		return bad("population.held_out_fraction", "must be in [0, 1), got %v", p.HeldOutFraction)
+	}
+	switch s.Sampling.Scheme {
+	case "poisson":
+		if !(s.Sampling.Rate > 0 && s.Sampling.Rate <= 1) {
+			return bad("sampling.rate", "must be in (0, 1], got %v", s.Sampling.Rate)
+		}
+	case "fixed":
+		if s.Sampling.CohortSize < 1 || s.Sampling.CohortSize > p.Clients {
+			return bad("sampling.cohort_size", "must be in [1, population.clients = %d], got %d", p.Clients, s.Sampling.CohortSize)
+		}
+	default:
+		return bad("sampling.scheme", "unknown scheme %q (known: poisson, fixed)", s.Sampling.Scheme)
+	}
+	if s.Rounds < 1 || s.Rounds > 1_000_000 {
+		return bad("rounds", "must be in [1, 1000000], got %d", s.Rounds)
+	}
+	switch c := s.Client; {
+	case c.Epochs < 1 || c.Epochs > 1000:
+		return bad("client.epochs", "must be in [1, 1000], got %d", c.Epochs)
+	case c.BatchSize < 1 || c.BatchSize > 100_000:
+		return bad("client.batch_size", "must be in [1, 100000], got %d", c.BatchSize)
+	case !(c.LR > 0 && finite(c.LR)):
+		return bad("client.lr", "must be a finite number > 0, got %v", c.LR)
+	}
+	if s.Server.Optimizer != "sgd" {
+		return bad("server.optimizer", "unknown optimizer %q (known: sgd)", s.Server.Optimizer)
+	}
+	if !(s.Server.LR > 0 && finite(s.Server.LR)) {
+		return bad("server.lr", "must be a finite number > 0, got %v", s.Server.LR)
+	}
+	if s.DP.Enabled {
+		d := s.DP
+		switch {
+		case !(d.ClipNorm > 0 && finite(d.ClipNorm)):
+			return bad("dp.clip_norm", "must be a finite number > 0, got %v", d.ClipNorm)
+		case !(d.NoiseMultiplier > 0 && finite(d.NoiseMultiplier)):
+			return bad("dp.noise_multiplier", "must be a finite number > 0, got %v", d.NoiseMultiplier)
+		case !(d.Delta > 0 && d.Delta < 1):
+			return bad("dp.delta", "must be in (0, 1), got %v", d.Delta)
+		case !(d.EpsilonBudget >= 0 && finite(d.EpsilonBudget)):
+			return bad("dp.epsilon_budget", "must be a finite number ≥ 0 (0 = no budget), got %v", d.EpsilonBudget)
+		}
+	}
+	if s.EvalEvery < 1 {
+		return bad("eval_every", "must be ≥ 1, got %d", s.EvalEvery)
+	}
+	if s.SecureAggregation {
+		return bad("secure_aggregation", "is not available yet in this version of dpfl")
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
