@@ -1,0 +1,68 @@
+// Package storage is the crash-safe store for dpfl jobs: job records, the
+// per-job privacy ledger, per-round metrics and the latest global-model
+// checkpoint, plus a small settings table. It is a thin, typed layer over a
+// single bbolt (B+tree, copy-on-write, single-writer) file.
+//
+// # Transaction model
+//
+// Every exported write is exactly one bbolt read-write transaction
+// (db.Update) and every exported read is exactly one read-only transaction
+// (db.View). bbolt commits a transaction by writing new pages and then
+// atomically switching one of its two meta pages, fsyncing both steps, so a
+// transaction is either wholly in the file or wholly absent after a crash
+// (process kill or power loss). Because no exported method spans two
+// transactions, a caller can never leave a half-written record: in
+// particular CommitRound writes the round's metrics, the replacement
+// checkpoint and the job's Round counter together or not at all. When a
+// write method returns nil the transaction has been fsynced.
+//
+// A *DB is safe for concurrent use by multiple goroutines: bbolt serialises
+// writers and lets readers see a consistent snapshot. Only one process may
+// hold the file open; Open fails after one second with ErrLocked otherwise.
+//
+// # File format (version 1)
+//
+// Top-level buckets:
+//
+//	meta/                 "format" → "dpfl-storage/1" (framed); refused if different
+//	settings/             <key> → framed opaque bytes
+//	jobs/<job id>/        one nested bucket per job
+//	    "meta"            framed JSON of Job
+//	    "checkpoint"      framed binary checkpoint (below); absent until round 1
+//	    ledger/           u64(seq)   → framed JSON of LedgerEntry, seq = 1, 2, …
+//	    metrics/          u64(round) → framed metrics JSON, round = 1 … Job.Round
+//
+// Keys u64(n) are 8-byte big-endian unsigned integers, so bbolt's bytewise
+// cursor order is numeric order. Integers inside values are little-endian.
+//
+// Every value in the file is framed as
+//
+//	[0:4]  CRC-32C (Castagnoli polynomial, RFC 3720 §B.4) of payload, little-endian uint32
+//	[4:]   payload
+//
+// and every read verifies the checksum: bbolt checksums only its meta pages,
+// so the frame is what detects a flipped bit in data pages. A mismatch, a
+// value shorter than 4 bytes or a payload that does not decode is reported
+// as an error wrapping ErrCorrupt that names the job and the seq or round;
+// nothing is ever silently skipped.
+//
+// The checkpoint payload is
+//
+//	[0:4]    magic "DPCK"
+//	[4:8]    layout version, uint32 = 1
+//	[8:16]   round, uint64
+//	[16:24]  n = len(Params), uint64
+//	[24:32]  m = len(OptState), uint64
+//	[32:32+4n]        Params as IEEE-754 binary32, little-endian (bit-exact, NaN payloads kept)
+//	[32+4n:32+4n+m]   OptState, opaque bytes
+//
+// # Invariants
+//
+// For every job, after any crash: the metrics keys are exactly 1 … Job.Round;
+// the checkpoint exists iff Job.Round > 0 and then has Round == Job.Round;
+// ledger seqs are exactly 1 … n. The ledger is a write-ahead log: callers
+// append the accounting event of a differentially private release before
+// making the release, so after a crash the ledger may hold events for a round
+// that was never committed (spent budget is over-counted, never lost). Verify
+// checks these invariants and every checksum.
+package storage

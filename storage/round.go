@@ -1,0 +1,156 @@
+package storage
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CommitRound records the end of a training round in ONE transaction: it
+// stores metrics (valid, non-empty JSON) under round, replaces the job's
+// checkpoint with ck (ck.Round must be 0, meaning round, or equal round) and
+// sets Job.Round = round and UpdatedAt. It requires round == Job.Round+1 and a
+// non-terminal job; otherwise it returns an error wrapping ErrConflict and
+// writes nothing. Unknown jobs give ErrNotFound.
+//
+// The checkpoint is encoded before the transaction starts so bbolt's single
+// writer lock is held only for the B+tree update and fsync.
+func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck Checkpoint) error {
+	switch {
+	case round < 1:
+		return fmt.Errorf("storage: job %q: commit of round %d, rounds start at 1", jobID, round)
+	case ck.Round != 0 && ck.Round != round:
+		return fmt.Errorf("storage: job %q: commit of round %d with checkpoint of round %d", jobID, round, ck.Round)
+	case len(metrics) == 0 || !json.Valid(metrics):
+		return fmt.Errorf("storage: job %q round %d: metrics are not valid JSON", jobID, round)
+	}
+	ckv := encodeCheckpoint(round, &ck)
+	return db.bolt.Update(func(tx *bolt.Tx) error {
+		b, err := jobBucket(tx, jobID)
+		if err != nil {
+			return err
+		}
+		j, err := readMeta(b, jobID)
+		if err != nil {
+			return err
+		}
+		if j.State.Terminal() {
+			return fmt.Errorf("storage: job %q is %s, cannot commit round %d: %w", jobID, j.State, round, ErrConflict)
+		}
+		if round != j.Round+1 {
+			return fmt.Errorf("storage: job %q: commit of round %d after round %d, want %d: %w", jobID, round, j.Round, j.Round+1, ErrConflict)
+		}
+		mb, err := subBucket(b, jobID, bucketMetrics)
+		if err != nil {
+			return err
+		}
+		if err := mb.Put(u64(uint64(round)), frame(metrics)); err != nil {
+			return err
+		}
+		if err := b.Put(keyJobCheckpoint, ckv); err != nil {
+			return err
+		}
+		j.Round, j.UpdatedAt = round, time.Now().UTC()
+		return putMeta(b, &j)
+	})
+}
+
+// Checkpoint returns the job's latest checkpoint (that of round Job.Round)
+// in freshly allocated memory; ok is false if no round has been committed.
+// A checksum mismatch, undecodable payload or a checkpoint whose round is not
+// Job.Round gives an error wrapping ErrCorrupt naming job and round.
+func (db *DB) Checkpoint(jobID string) (ck Checkpoint, ok bool, err error) {
+	err = db.bolt.View(func(tx *bolt.Tx) error {
+		b, err := jobBucket(tx, jobID)
+		if err != nil {
+			return err
+		}
+		ck, ok, err = readCheckpoint(b, jobID)
+		return err
+	})
+	return ck, ok, err
+}
+
+// readCheckpoint reads and cross-checks jobs/<id>/checkpoint against meta.
+func readCheckpoint(b *bolt.Bucket, id string) (Checkpoint, bool, error) {
+	j, err := readMeta(b, id)
+	if err != nil {
+		return Checkpoint{}, false, err
+	}
+	v := b.Get(keyJobCheckpoint)
+	if v == nil {
+		if j.Round > 0 {
+			return Checkpoint{}, false, fmt.Errorf("storage: job %q checkpoint round %d: missing: %w", id, j.Round, ErrCorrupt)
+		}
+		return Checkpoint{}, false, nil
+	}
+	ck, err := decodeCheckpoint(v)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("storage: job %q checkpoint round %d: %v: %w", id, j.Round, err, ErrCorrupt)
+	}
+	if ck.Round != j.Round {
+		return Checkpoint{}, false, fmt.Errorf("storage: job %q checkpoint is of round %d but job is at round %d: %w", id, ck.Round, j.Round, ErrCorrupt)
+	}
+	return ck, true, nil
+}
+
+// Metrics returns the metrics JSON of rounds 1 … Job.Round, in round order,
+// as fresh copies. A checksum mismatch, a missing round, or a round beyond
+// Job.Round gives an error wrapping ErrCorrupt naming job and round.
+func (db *DB) Metrics(jobID string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	err := db.bolt.View(func(tx *bolt.Tx) error {
+		b, err := jobBucket(tx, jobID)
+		if err != nil {
+			return err
+		}
+		out, err = readMetrics(b, jobID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// readMetrics reads jobs/<id>/metrics and checks its keys are 1 … Job.Round.
+func readMetrics(b *bolt.Bucket, id string) ([]json.RawMessage, error) {
+	j, err := readMeta(b, id)
+	if err != nil {
+		return nil, err
+	}
+	mb, err := subBucket(b, id, bucketMetrics)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]json.RawMessage, 0, j.Round)
+	err = mb.ForEach(func(k, v []byte) error {
+		want := uint64(len(out)) + 1
+		r, ok := keyU64(k)
+		switch {
+		case !ok:
+			return fmt.Errorf("storage: job %q metrics round %d: key %x is not a round: %w", id, want, k, ErrCorrupt)
+		case r != want:
+			return fmt.Errorf("storage: job %q metrics round %d: missing (next stored round is %d): %w", id, want, r, ErrCorrupt)
+		case r > uint64(j.Round):
+			return fmt.Errorf("storage: job %q metrics round %d: beyond committed round %d: %w", id, r, j.Round, ErrCorrupt)
+		case v == nil:
+			return fmt.Errorf("storage: job %q metrics round %d: is a bucket: %w", id, r, ErrCorrupt)
+		}
+		p, err := unframe(v)
+		if err != nil {
+			return fmt.Errorf("storage: job %q metrics round %d: %v: %w", id, r, err, ErrCorrupt)
+		}
+		out = append(out, append(json.RawMessage{}, p...))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) != j.Round {
+		return nil, fmt.Errorf("storage: job %q metrics round %d: missing (job is at round %d): %w", id, len(out)+1, j.Round, ErrCorrupt)
+	}
+	return out, nil
+}
