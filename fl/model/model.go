@@ -1,0 +1,74 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// Model is a classifier with a flat parameter vector (layouts in the
+// package doc).
+type Model interface {
+	// Name is the registry name: "logreg" or "mlp".
+	Name() string
+	// NumParams is the length d of the flat parameter vector.
+	NumParams() int
+	// InputDim is the number D of features per example (784 for MNIST).
+	InputDim() int
+	// NumClasses is the number C of classes (10 for MNIST).
+	NumClasses() int
+	// Init writes the initial parameters x_0 into params (len NumParams;
+	// panics otherwise), drawing from rng in layout order so that a seed
+	// reproduces them. logreg starts at zero; mlp uses He-uniform weights
+	// for the layers feeding a ReLU, Glorot-uniform for the output layer,
+	// and zero biases (see mlpInit).
+	Init(params []float32, rng *rand.Rand)
+	// NewWorkspace allocates every buffer needed for batches of up to
+	// maxBatch ≥ 1 examples (panics otherwise).
+	NewWorkspace(maxBatch int) Workspace
+}
+
+// Workspace runs the forward and backward passes of one Model with buffers
+// it owns. It is not safe for concurrent use.
+type Workspace interface {
+	// LossGrad computes the mean softmax cross-entropy
+	// L = (1/n)·Σ_k −log softmax(f(x_k))_{y_k} over the n = len(labels)
+	// examples of x (n×InputDim row-major, 1 ≤ n ≤ maxBatch), OVERWRITES
+	// grad (len NumParams) with ∇L w.r.t. params (len NumParams), and
+	// returns L in nats. It does not allocate. It panics on any length
+	// mismatch, on n outside [1, maxBatch] and on a label ≥ NumClasses:
+	// datasets are validated when loaded, so these are programmer errors.
+	LossGrad(params, x []float32, labels []uint8, grad []float32) float64
+	// Evaluate returns the summed cross-entropy (nats) and the number of
+	// examples whose argmax prediction equals the label (ties go to the
+	// lowest class index) over any number n = len(labels) ≥ 0 of examples
+	// x (n×InputDim), processed in chunks of maxBatch. It does not
+	// allocate and panics like LossGrad.
+	Evaluate(params, x []float32, labels []uint8) (lossSum float64, correct int)
+}
+
+// mlpHidden are the hidden widths of the 2NN of McMahan et al. 2017, §3.
+var mlpHidden = []int{200, 200}
+
+// Names returns the known model names, sorted.
+func Names() []string { return []string{"logreg", "mlp"} }
+
+// New returns the model called name for inputs of inputDim ≥ 1 features
+// and classes ∈ [2, 256] classes (labels are uint8). An unknown name or
+// bad dimensions give an error, since both come from a job spec.
+func New(name string, inputDim, classes int) (Model, error) {
+	if inputDim < 1 {
+		return nil, fmt.Errorf("model: input dimension must be ≥ 1, got %d", inputDim)
+	}
+	if classes < 2 || classes > 256 {
+		return nil, fmt.Errorf("model: classes must be in [2, 256], got %d", classes)
+	}
+	switch name {
+	case "logreg":
+		return newDense(name, []int{inputDim, classes}), nil
+	case "mlp":
+		sizes := append([]int{inputDim}, mlpHidden...)
+		return newDense(name, append(sizes, classes)), nil
+	}
+	return nil, fmt.Errorf("model: unknown model %q (known: %s)", name, strings.Join(Names(), ", "))
+}

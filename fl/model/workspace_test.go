@@ -1,0 +1,214 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// separable returns perExample·C examples: class c is a fixed random
+// binary "image" prototype with 5% of its pixels flipped, so classes are
+// far apart and a linear model can fit every example.
+func separable(rng *rand.Rand, D, C, per int) ([]float32, []uint8) {
+	protos := make([]float32, C*D)
+	for i := range protos {
+		if rng.IntN(3) == 0 {
+			protos[i] = 1
+		}
+	}
+	x := make([]float32, 0, C*per*D)
+	var y []uint8
+	for k := range C * per {
+		c := k % C
+		for i := range D {
+			v := protos[c*D+i]
+			if rng.IntN(20) == 0 {
+				v = 1 - v
+			}
+			x = append(x, v)
+		}
+		y = append(y, uint8(c))
+	}
+	return x, y
+}
+
+func TestSGDFitsSeparableData(t *testing.T) {
+	const D, C, per, B = 784, 10, 10, 10
+	for _, c := range []struct {
+		name  string
+		lr    float32
+		steps int
+	}{
+		{"logreg", 0.1, 300},
+		{"mlp", 0.05, 300},
+	} {
+		rng := rand.New(rand.NewPCG(9, 9))
+		x, y := separable(rng, D, C, per)
+		m := mustNew(t, c.name, D, C)
+		params := make([]float32, m.NumParams())
+		m.Init(params, rng)
+		ws := m.NewWorkspace(B)
+		grad := make([]float32, m.NumParams())
+		n := len(y)
+		startLoss, _ := ws.Evaluate(params, x, y)
+		for step := range c.steps {
+			s := (step * B) % n // deterministic sweep over the data
+			l := ws.LossGrad(params, x[s*D:(s+B)*D], y[s:s+B], grad)
+			if math.IsNaN(l) {
+				t.Fatalf("%s: loss NaN at step %d", c.name, step)
+			}
+			for i := range params {
+				params[i] -= c.lr * grad[i]
+			}
+		}
+		loss, correct := ws.Evaluate(params, x, y)
+		if correct != n {
+			t.Errorf("%s: %d/%d training examples right after %d SGD steps", c.name, correct, n, c.steps)
+		}
+		if !(loss < 0.1*startLoss) {
+			t.Errorf("%s: loss went from %v to %v", c.name, startLoss/float64(n), loss/float64(n))
+		}
+	}
+}
+
+func TestEvaluateMatchesNaiveLoop(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 11))
+	const D, C, N = 784, 10, 300
+	x, y := randBatch(rng, N, D, C)
+	for _, name := range Names() {
+		m := mustNew(t, name, D, C)
+		params := randParams(m, rng)
+		ref := refNet{refSizes(name, D, C)}
+		losses, right, margin := ref.loss(widen(params), x, y)
+		var wantLoss float64
+		var wantCorrect, nearTies int
+		for k := range losses {
+			wantLoss += losses[k]
+			if right[k] {
+				wantCorrect++
+			}
+			if margin[k] < 1e-4 {
+				nearTies++ // float32 logits may order these differently
+			}
+		}
+		// maxBatch 64 does not divide 300: exercises a short last chunk.
+		for _, mb := range []int{64, N, 1} {
+			loss, correct := m.NewWorkspace(mb).Evaluate(params, x, y)
+			if math.Abs(loss-wantLoss) > 1e-5*wantLoss {
+				t.Errorf("%s maxBatch %d: loss sum %v, naive %v", name, mb, loss, wantLoss)
+			}
+			if d := correct - wantCorrect; d > nearTies || -d > nearTies {
+				t.Errorf("%s maxBatch %d: %d correct, naive %d (%d near-ties)", name, mb, correct, wantCorrect, nearTies)
+			}
+		}
+		if wantCorrect == 0 || wantCorrect == N {
+			t.Errorf("%s: degenerate check, naive correct = %d", name, wantCorrect)
+		}
+		if l, c := m.NewWorkspace(8).Evaluate(params, nil, nil); l != 0 || c != 0 {
+			t.Errorf("%s: Evaluate on no examples = %v, %d", name, l, c)
+		}
+	}
+}
+
+// A workspace used with n < maxBatch, after a full batch left stale data in
+// its buffers, must give bit-identical results to one sized exactly n; and
+// LossGrad must overwrite, not accumulate into, grad.
+func TestLossGradPartialBatchAndOverwrite(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	const D, C = 784, 10
+	for _, name := range Names() {
+		m := mustNew(t, name, D, C)
+		params := randParams(m, rng)
+		xBig, yBig := randBatch(rng, 32, D, C)
+		x, y := randBatch(rng, 5, D, C)
+
+		exact := make([]float32, m.NumParams())
+		lossExact := m.NewWorkspace(5).LossGrad(params, x, y, exact)
+
+		big := m.NewWorkspace(32)
+		got := make([]float32, m.NumParams())
+		big.LossGrad(params, xBig, yBig, got)
+		for i := range got {
+			got[i] = float32(math.NaN())
+		}
+		loss := big.LossGrad(params, x, y, got)
+		if loss != lossExact {
+			t.Errorf("%s: loss with n=5 < maxBatch=32: %v, want %v", name, loss, lossExact)
+		}
+		if !slices.Equal(got, exact) {
+			t.Errorf("%s: gradient with n=5 < maxBatch=32 differs from maxBatch=5", name)
+		}
+	}
+}
+
+func TestNoAllocation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 15))
+	for _, name := range Names() {
+		m := mustNew(t, name, 784, 10)
+		params := randParams(m, rng)
+		grad := make([]float32, m.NumParams())
+		ws := m.NewWorkspace(20)
+		x, y := randBatch(rng, 50, 784, 10)
+		if a := testing.AllocsPerRun(5, func() { ws.LossGrad(params, x[:20*784], y[:20], grad) }); a != 0 {
+			t.Errorf("%s: LossGrad allocates %v times", name, a)
+		}
+		if a := testing.AllocsPerRun(5, func() { ws.Evaluate(params, x, y) }); a != 0 {
+			t.Errorf("%s: Evaluate allocates %v times", name, a)
+		}
+	}
+}
+
+func mustPanic(t *testing.T, what string, f func()) {
+	t.Helper()
+	defer func() {
+		if recover() == nil {
+			t.Errorf("%s did not panic", what)
+		}
+	}()
+	f()
+}
+
+func TestProgrammerErrorsPanic(t *testing.T) {
+	m := mustNew(t, "mlp", 4, 3)
+	ws := m.NewWorkspace(2)
+	p, g := make([]float32, m.NumParams()), make([]float32, m.NumParams())
+	x := make([]float32, 3*4)
+	mustPanic(t, "label ≥ classes", func() { ws.LossGrad(p, x[:4], []uint8{3}, g) })
+	mustPanic(t, "Evaluate label ≥ classes", func() { ws.Evaluate(p, x[:4], []uint8{7}) })
+	mustPanic(t, "n > maxBatch", func() { ws.LossGrad(p, x, []uint8{0, 1, 2}, g) })
+	mustPanic(t, "n = 0", func() { ws.LossGrad(p, nil, nil, g) })
+	mustPanic(t, "short x", func() { ws.LossGrad(p, x[:7], []uint8{0, 1}, g) })
+	mustPanic(t, "short grad", func() { ws.LossGrad(p, x[:4], []uint8{0}, g[1:]) })
+	mustPanic(t, "short params", func() { ws.Evaluate(p[1:], x[:4], []uint8{0}) })
+	mustPanic(t, "Init length", func() { m.Init(p[1:], nil) })
+	mustPanic(t, "maxBatch 0", func() { m.NewWorkspace(0) })
+}
+
+// Softmax must stay finite and exact for logits far outside exp's range.
+func TestSoftmaxCrossEntropyStable(t *testing.T) {
+	logits := []float32{1000, 0, -1000, 88.8, 90, 89}
+	d := make([]float32, 6)
+	loss, correct := softmaxCrossEntropy(d, logits, []uint8{1, 1}, 3, 1)
+	// Row 1: log(e^1000+1+e^-1000) − 0 = 1000 (to float64 precision).
+	// Row 2: logsumexp(88.8, 90, 89) − 90, computed in float64.
+	z := []float64{float64(float32(88.8)), 90, 89}
+	want2 := math.Log(math.Exp(z[0])+math.Exp(z[1])+math.Exp(z[2])) - 90
+	if math.Abs(loss-(1000+want2)) > 1e-9 {
+		t.Errorf("loss %v, want %v", loss, 1000+want2)
+	}
+	if correct != 1 {
+		t.Errorf("correct = %d, want 1 (row 2 predicts class 1)", correct)
+	}
+	// Row 1 gradient: p = (1, 0, 0), label 1 → (1, −1, 0).
+	if d[0] != 1 || d[1] != -1 || d[2] != 0 {
+		t.Errorf("gradient row 1 = %v, want [1 -1 0]", d[:3])
+	}
+	var s float32
+	for _, v := range d[3:] {
+		s += v
+	}
+	if math.Abs(float64(s)) > 1e-7 {
+		t.Errorf("gradient row 2 sums to %v, want 0", s)
+	}
+}
