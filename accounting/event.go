@@ -1,0 +1,244 @@
+// Package accounting turns a job's record of differentially private
+// releases into (ε, δ).
+//
+// Privacy is described by immutable event values that mirror, class for
+// class and field for field, Google's dp_accounting dp_event module
+// (GaussianDpEvent, PoissonSampledDpEvent, SampledWithoutReplacementDpEvent,
+// SelfComposedDpEvent, ComposedDpEvent, NoOpDpEvent, NonPrivateDpEvent).
+// Events are data: the store keeps events, never ε, and accountants are
+// functions of events, so ε is always recomputable from the ledger by us or
+// by an auditor running dp_accounting on the same JSON.
+//
+// The RDP accountant (Mironov 2017, "Rényi Differential Privacy") computes
+// the Rényi divergence of each event at a grid of orders α, adds them under
+// composition, and converts to (ε, δ) with the bound of Balle et al. 2020 /
+// Canonne, Kamath, Steinke 2020.
+package accounting
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Event is a differentially private release, or a composition of them.
+// The concrete types below are the whole vocabulary.
+type Event interface {
+	// dpEventType is the dp_accounting class name.
+	dpEventType() string
+}
+
+// Gaussian is the Gaussian mechanism with noise standard deviation
+// NoiseMultiplier × (L2 sensitivity) — dp_accounting's GaussianDpEvent.
+type Gaussian struct{ NoiseMultiplier float64 }
+
+// PoissonSampled runs Event on a Poisson subsample: every record is
+// included independently with probability SamplingProbability —
+// dp_accounting's PoissonSampledDpEvent. Add/remove adjacency.
+type PoissonSampled struct {
+	SamplingProbability float64
+	Event               Event
+}
+
+// SampledWithoutReplacement runs Event on a uniformly random subset of
+// SampleSize of SourceDatasetSize records — dp_accounting's
+// SampledWithoutReplacementDpEvent. Replace-one adjacency.
+type SampledWithoutReplacement struct {
+	SourceDatasetSize, SampleSize int
+	Event                         Event
+}
+
+// SelfComposed is Event repeated Count times — SelfComposedDpEvent.
+type SelfComposed struct {
+	Event Event
+	Count int
+}
+
+// Composed is the sequential composition of Events — ComposedDpEvent.
+type Composed struct{ Events []Event }
+
+// NoOp releases nothing — NoOpDpEvent.
+type NoOp struct{}
+
+// NonPrivate releases data without a guarantee (ε = ∞) — NonPrivateDpEvent.
+type NonPrivate struct{}
+
+func (Gaussian) dpEventType() string                  { return "GaussianDpEvent" }
+func (PoissonSampled) dpEventType() string            { return "PoissonSampledDpEvent" }
+func (SampledWithoutReplacement) dpEventType() string { return "SampledWithoutReplacementDpEvent" }
+func (SelfComposed) dpEventType() string              { return "SelfComposedDpEvent" }
+func (Composed) dpEventType() string                  { return "ComposedDpEvent" }
+func (NoOp) dpEventType() string                      { return "NoOpDpEvent" }
+func (NonPrivate) dpEventType() string                { return "NonPrivateDpEvent" }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// Validate reports the first parameter of e (or of a nested event) that
+// breaks its rule: z > 0, q ∈ (0, 1], 1 ≤ sample ≤ source, count ≥ 0,
+// all finite, no nil events.
+func Validate(e Event) error {
+	switch e := e.(type) {
+	case Gaussian:
+		if !(e.NoiseMultiplier > 0) || !finite(e.NoiseMultiplier) {
+			return fmt.Errorf("GaussianDpEvent: noise_multiplier must be a finite number > 0, got %v", e.NoiseMultiplier)
+		}
+	case PoissonSampled:
+		if !(e.SamplingProbability > 0 && e.SamplingProbability <= 1) {
+			return fmt.Errorf("PoissonSampledDpEvent: sampling_probability must be in (0, 1], got %v", e.SamplingProbability)
+		}
+		return Validate(e.Event)
+	case SampledWithoutReplacement:
+		if e.SampleSize < 1 || e.SampleSize > e.SourceDatasetSize {
+			return fmt.Errorf("SampledWithoutReplacementDpEvent: need 1 ≤ sample_size ≤ source_dataset_size, got %d of %d", e.SampleSize, e.SourceDatasetSize)
+		}
+		return Validate(e.Event)
+	case SelfComposed:
+		if e.Count < 0 {
+			return fmt.Errorf("SelfComposedDpEvent: count must be ≥ 0, got %d", e.Count)
+		}
+		return Validate(e.Event)
+	case Composed:
+		for i, sub := range e.Events {
+			if err := Validate(sub); err != nil {
+				return fmt.Errorf("ComposedDpEvent.events[%d]: %w", i, err)
+			}
+		}
+	case NoOp, NonPrivate:
+	case nil:
+		return errors.New("missing event")
+	default:
+		return fmt.Errorf("unknown event type %T", e)
+	}
+	return nil
+}
+
+// wire is the JSON form of every event: dp_accounting's class name in
+// "type" and its constructor arguments under their Python names.
+type wire struct {
+	Type                string            `json:"type"`
+	NoiseMultiplier     *float64          `json:"noise_multiplier,omitempty"`
+	SamplingProbability *float64          `json:"sampling_probability,omitempty"`
+	SourceDatasetSize   *int              `json:"source_dataset_size,omitempty"`
+	SampleSize          *int              `json:"sample_size,omitempty"`
+	Count               *int              `json:"count,omitempty"`
+	Event               json.RawMessage   `json:"event,omitempty"`
+	Events              []json.RawMessage `json:"events,omitempty"`
+}
+
+// MarshalEvent encodes e as JSON, e.g.
+// {"type":"PoissonSampledDpEvent","sampling_probability":0.02,"event":{"type":"GaussianDpEvent","noise_multiplier":1}}.
+// Invalid events are refused.
+func MarshalEvent(e Event) ([]byte, error) {
+	if err := Validate(e); err != nil {
+		return nil, err
+	}
+	w, err := toWire(e)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(w)
+}
+
+func toWire(e Event) (wire, error) {
+	w := wire{Type: e.dpEventType()}
+	sub := func(e Event) (json.RawMessage, error) {
+		sw, err := toWire(e)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(sw)
+	}
+	var err error
+	switch e := e.(type) {
+	case Gaussian:
+		w.NoiseMultiplier = &e.NoiseMultiplier
+	case PoissonSampled:
+		w.SamplingProbability = &e.SamplingProbability
+		w.Event, err = sub(e.Event)
+	case SampledWithoutReplacement:
+		w.SourceDatasetSize, w.SampleSize = &e.SourceDatasetSize, &e.SampleSize
+		w.Event, err = sub(e.Event)
+	case SelfComposed:
+		w.Count = &e.Count
+		w.Event, err = sub(e.Event)
+	case Composed:
+		w.Events = []json.RawMessage{}
+		for _, s := range e.Events {
+			b, err := sub(s)
+			if err != nil {
+				return w, err
+			}
+			w.Events = append(w.Events, b)
+		}
+	}
+	return w, err
+}
+
+// UnmarshalEvent decodes and validates MarshalEvent's JSON. Unknown types,
+// missing fields and invalid parameters are errors.
+func UnmarshalEvent(b []byte) (Event, error) {
+	var w wire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return nil, fmt.Errorf("decoding DP event: %w", err)
+	}
+	e, err := fromWire(w)
+	if err != nil {
+		return nil, err
+	}
+	return e, Validate(e)
+}
+
+func fromWire(w wire) (Event, error) {
+	missing := func(f string) error { return fmt.Errorf("%s: missing field %s", w.Type, f) }
+	sub := func(raw json.RawMessage) (Event, error) {
+		if len(raw) == 0 {
+			return nil, missing("event")
+		}
+		var sw wire
+		if err := json.Unmarshal(raw, &sw); err != nil {
+			return nil, err
+		}
+		return fromWire(sw)
+	}
+	switch w.Type {
+	case "GaussianDpEvent":
+		if w.NoiseMultiplier == nil {
+			return nil, missing("noise_multiplier")
+		}
+		return Gaussian{NoiseMultiplier: *w.NoiseMultiplier}, nil
+	case "PoissonSampledDpEvent":
+		if w.SamplingProbability == nil {
+			return nil, missing("sampling_probability")
+		}
+		e, err := sub(w.Event)
+		return PoissonSampled{SamplingProbability: *w.SamplingProbability, Event: e}, err
+	case "SampledWithoutReplacementDpEvent":
+		if w.SourceDatasetSize == nil || w.SampleSize == nil {
+			return nil, missing("source_dataset_size/sample_size")
+		}
+		e, err := sub(w.Event)
+		return SampledWithoutReplacement{SourceDatasetSize: *w.SourceDatasetSize, SampleSize: *w.SampleSize, Event: e}, err
+	case "SelfComposedDpEvent":
+		if w.Count == nil {
+			return nil, missing("count")
+		}
+		e, err := sub(w.Event)
+		return SelfComposed{Event: e, Count: *w.Count}, err
+	case "ComposedDpEvent":
+		c := Composed{}
+		for _, raw := range w.Events {
+			e, err := sub(raw)
+			if err != nil {
+				return nil, err
+			}
+			c.Events = append(c.Events, e)
+		}
+		return c, nil
+	case "NoOpDpEvent":
+		return NoOp{}, nil
+	case "NonPrivateDpEvent":
+		return NonPrivate{}, nil
+	}
+	return nil, fmt.Errorf("unknown DP event type %q", w.Type)
+}

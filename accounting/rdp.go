@@ -1,0 +1,183 @@
+package accounting
+
+import (
+	"fmt"
+	"math"
+)
+
+// DefaultOrders is the RDP order grid used when none is given, the same
+// shape as dp_accounting's RdpAccountant default: 1 + x/10 for x = 1..100
+// (1.1 … 11), then the integers 12 … 63, then 128, 256, 512, 1024. Dense
+// small orders matter for large ε, large orders for small ε.
+func DefaultOrders() []float64 {
+	var o []float64
+	for x := 1; x <= 100; x++ {
+		o = append(o, 1+float64(x)/10)
+	}
+	for a := 12; a <= 63; a++ {
+		o = append(o, float64(a))
+	}
+	return append(o, 128, 256, 512, 1024)
+}
+
+// RDPAccountant accumulates the Rényi DP of composed events at a fixed set
+// of orders α > 1 (Mironov 2017, Prop. 1: RDP adds under composition).
+// Not safe for concurrent use.
+type RDPAccountant struct {
+	orders []float64
+	rdp    []float64
+}
+
+// NewRDPAccountant returns an empty accountant over orders (nil:
+// DefaultOrders). Every order must be > 1 (panics otherwise: orders are
+// chosen by code, not users).
+func NewRDPAccountant(orders []float64) *RDPAccountant {
+	if orders == nil {
+		orders = DefaultOrders()
+	}
+	for _, a := range orders {
+		if !(a > 1) || math.IsInf(a, 0) {
+			panic(fmt.Sprintf("accounting: RDP order %v not in (1, ∞)", a))
+		}
+	}
+	return &RDPAccountant{orders: append([]float64(nil), orders...), rdp: make([]float64, len(orders))}
+}
+
+// RDP returns copies of the orders and the accumulated RDP ε(α) at each.
+func (a *RDPAccountant) RDP() (orders, rdp []float64) {
+	return append([]float64(nil), a.orders...), append([]float64(nil), a.rdp...)
+}
+
+// Compose adds count repetitions of e. An invalid event, or one this
+// accountant cannot bound, is an error and leaves the accountant unchanged.
+func (a *RDPAccountant) Compose(e Event, count int) error {
+	if count < 0 {
+		return fmt.Errorf("accounting: count must be ≥ 0, got %d", count)
+	}
+	if err := Validate(e); err != nil {
+		return err
+	}
+	add := make([]float64, len(a.orders))
+	if err := a.eventRDP(add, e, float64(count)); err != nil {
+		return err
+	}
+	for i := range a.rdp {
+		a.rdp[i] += add[i]
+	}
+	return nil
+}
+
+// eventRDP adds scale × RDP(e) at every order into dst.
+func (a *RDPAccountant) eventRDP(dst []float64, e Event, scale float64) error {
+	if scale == 0 {
+		return nil
+	}
+	switch e := e.(type) {
+	case NoOp:
+	case NonPrivate:
+		for i := range dst {
+			dst[i] = math.Inf(1)
+		}
+	case Gaussian:
+		for i, alpha := range a.orders {
+			dst[i] += scale * gaussianRDP(alpha, e.NoiseMultiplier)
+		}
+	case PoissonSampled:
+		g, ok := e.Event.(Gaussian)
+		if !ok {
+			return fmt.Errorf("accounting: RDP of PoissonSampledDpEvent over %s is not supported", e.Event.dpEventType())
+		}
+		for i, alpha := range a.orders {
+			dst[i] += scale * poissonGaussianRDP(e.SamplingProbability, g.NoiseMultiplier, alpha)
+		}
+	case SampledWithoutReplacement:
+		g, ok := e.Event.(Gaussian)
+		if !ok {
+			return fmt.Errorf("accounting: RDP of SampledWithoutReplacementDpEvent over %s is not supported", e.Event.dpEventType())
+		}
+		q := float64(e.SampleSize) / float64(e.SourceDatasetSize)
+		for i, alpha := range a.orders {
+			dst[i] += scale * worGaussianRDP(q, g.NoiseMultiplier, alpha)
+		}
+	case SelfComposed:
+		return a.eventRDP(dst, e.Event, scale*float64(e.Count))
+	case Composed:
+		for _, sub := range e.Events {
+			if err := a.eventRDP(dst, sub, scale); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("accounting: unknown event %T", e)
+	}
+	return nil
+}
+
+// Epsilon is the smallest ε over the orders such that the composition is
+// (ε, δ)-DP, by the conversion of Canonne, Kamath, Steinke 2020 (Prop. 12)
+// / Balle et al. 2020 (Thm. 21):
+//
+//	ε = RDP(α) + log((α−1)/α) − (log δ + log α)/(α − 1),
+//
+// and ε = 0 where δ alone covers the KL bound δ ≥ √(1 − e^{−RDP(α)}). It
+// returns the minimising order. δ must be in (0, 1).
+func (a *RDPAccountant) Epsilon(delta float64) (eps, order float64, err error) {
+	if !(delta > 0 && delta < 1) {
+		return 0, 0, fmt.Errorf("accounting: δ must be in (0, 1), got %v", delta)
+	}
+	eps, order = math.Inf(1), math.NaN()
+	for i, alpha := range a.orders {
+		r := a.rdp[i]
+		var e float64
+		switch {
+		case math.IsInf(r, 1) || math.IsNaN(r):
+			continue
+		case delta*delta+math.Expm1(-r) > 0:
+			e = 0
+		default:
+			e = r + math.Log1p(-1/alpha) - (math.Log(delta)+math.Log(alpha))/(alpha-1)
+		}
+		if e < eps {
+			eps, order = e, alpha
+		}
+	}
+	return math.Max(0, eps), order, nil
+}
+
+// Delta is the smallest δ over the orders such that the composition is
+// (ε, δ)-DP, inverting the same conversion: log δ = (α−1)(RDP(α) − ε +
+// log(1 − 1/α)) − log α, capped by the KL bound δ ≤ √(1 − e^{−RDP(α)}).
+// ε must be ≥ 0.
+func (a *RDPAccountant) Delta(eps float64) (delta, order float64, err error) {
+	if !(eps >= 0) || math.IsInf(eps, 0) {
+		return 0, 0, fmt.Errorf("accounting: ε must be a finite number ≥ 0, got %v", eps)
+	}
+	logDelta, order := math.Inf(1), math.NaN()
+	for i, alpha := range a.orders {
+		r := a.rdp[i]
+		if math.IsInf(r, 1) || math.IsNaN(r) {
+			continue
+		}
+		ld := math.Inf(-1)
+		if r > 0 {
+			ld = 0.5 * math.Log(-math.Expm1(-r))
+		}
+		ld = math.Min(ld, (alpha-1)*(r-eps+math.Log1p(-1/alpha))-math.Log(alpha))
+		if ld < logDelta {
+			logDelta, order = ld, alpha
+		}
+	}
+	return math.Min(1, math.Exp(logDelta)), order, nil
+}
+
+// EpsilonPoissonGaussian is ε(δ) after steps rounds of the Poisson-sampled
+// Gaussian mechanism with sampling rate q and noise multiplier z, over
+// DefaultOrders.
+func EpsilonPoissonGaussian(q, z float64, steps int, delta float64) (float64, error) {
+	a := NewRDPAccountant(nil)
+	if err := a.Compose(PoissonSampled{SamplingProbability: q, Event: Gaussian{NoiseMultiplier: z}}, steps); err != nil {
+		return 0, err
+	}
+	eps, _, err := a.Epsilon(delta)
+	return eps, err
+}
