@@ -101,6 +101,9 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := spec.Validate(ds.train.Len()); err != nil {
 		return storage.Job{}, err
 	}
+	if err := checkFirstRoundFits(spec); err != nil {
+		return storage.Job{}, err
+	}
 	cfg, err := json.Marshal(spec)
 	if err != nil {
 		return storage.Job{}, err
@@ -230,6 +233,28 @@ func (m *Manager) Wait(id string) {
 	if r != nil {
 		<-r.done
 	}
+}
+
+// checkFirstRoundFits refuses a DP job whose budget cannot pay for even one
+// round, rather than creating a job that stops before it starts.
+func checkFirstRoundFits(spec Spec) error {
+	if !spec.DP.Enabled || spec.DP.EpsilonBudget == 0 {
+		return nil
+	}
+	a := accounting.NewRDPAccountant(nil)
+	if err := a.Compose(roundEvent(spec), 1); err != nil {
+		return err
+	}
+	eps, _, err := a.Epsilon(spec.DP.Delta)
+	if err != nil {
+		return err
+	}
+	if eps > spec.DP.EpsilonBudget {
+		return &ValidationError{Field: "dp.epsilon_budget", Rule: fmt.Sprintf(
+			"one round already costs ε = %.4g at δ = %g, more than the budget %g; raise the budget or the noise multiplier, or lower the sampling rate",
+			eps, spec.DP.Delta, spec.DP.EpsilonBudget)}
+	}
+	return nil
 }
 
 // roundEvent is the DP event of one round of spec (McMahan et al. 2018):

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/dpfl/dpfl/fl/model"
@@ -153,7 +154,7 @@ func (s Spec) Validate(trainSize int) error {
 	if s.Dataset != "fashion-mnist" {
 		return bad("dataset", "unknown dataset %q (known: fashion-mnist)", s.Dataset)
 	}
-	if !contains(model.Names(), s.Model) {
+	if !slices.Contains(model.Names(), s.Model) {
 		return bad("model", "unknown model %q (known: %s)", s.Model, strings.Join(model.Names(), ", "))
 	}
 	p := s.Population
@@ -220,13 +221,4 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("secure_aggregation", "is not available yet in this version of dpfl")
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -1,0 +1,192 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/storage"
+)
+
+func manager(t *testing.T) *Manager {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
+	}
+	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 2, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { m.Shutdown(t.Context()); db.Close() })
+	return m
+}
+
+func small(t *testing.T, edit func(*Spec)) Spec {
+	t.Helper()
+	s := DefaultSpec()
+	s.Population.Clients = 300
+	s.Sampling.Rate = 0.1
+	s.Rounds = 10
+	s.EvalEvery = 5
+	edit(&s)
+	return s
+}
+
+func runToEnd(t *testing.T, m *Manager, s Spec) Status {
+	t.Helper()
+	j, err := m.Submit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Wait(j.ID)
+	st, err := m.Get(j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// A round that would take ε past ε_max is not run; the ledger stays within
+// budget and holds exactly the rounds that ran.
+func TestBudgetStopsTheJob(t *testing.T) {
+	m := manager(t)
+	const budget = 3.0
+	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 200; s.DP.EpsilonBudget = budget }))
+	if st.State != storage.StateBudgetExhausted || st.Round == 0 || st.Round >= 200 {
+		t.Fatalf("state %s after %d rounds: %s", st.State, st.Round, st.Message)
+	}
+	rep, err := m.Privacy(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Events) != st.Round || *rep.Epsilon > budget {
+		t.Fatalf("%d events for %d rounds, ε = %v > budget %v", len(rep.Events), st.Round, *rep.Epsilon, budget)
+	}
+	// One more round would have crossed the budget.
+	next, err := accounting.EpsilonPoissonGaussian(0.1, 1, st.Round+1, 1e-5)
+	if err != nil || next <= budget {
+		t.Fatalf("ε after one more round %v (err %v), want > %v", next, err, budget)
+	}
+	if !strings.Contains(st.Message, "budget") {
+		t.Fatalf("message %q does not explain the stop", st.Message)
+	}
+}
+
+// A budget too small for even one round is refused at submission and
+// nothing is stored.
+func TestBudgetBelowOneRoundIsRefused(t *testing.T) {
+	m := manager(t)
+	_, err := m.Submit(small(t, func(s *Spec) { s.DP.EpsilonBudget = 1 }))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "dp.epsilon_budget" {
+		t.Fatalf("got %v, want a validation error on dp.epsilon_budget", err)
+	}
+	if jobs, _ := m.List(); len(jobs) != 0 {
+		t.Fatalf("%d jobs stored", len(jobs))
+	}
+}
+
+func TestNonPrivateJobRecordsNoEvents(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) { s.DP.Enabled = false }))
+	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+		t.Fatalf("non-DP job: %s, %+v", st.State, st.LatestTest)
+	}
+	rep, _ := m.Privacy(st.ID)
+	if rep.Private || len(rep.Events) != 0 || rep.Epsilon != nil {
+		t.Fatalf("non-DP privacy report %+v", rep)
+	}
+}
+
+// A fixed-size cohort is recorded as sampling without replacement with
+// the replace-one noise multiplier z/2 (sensitivity 2C).
+func TestFixedCohortEvent(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30}
+		s.Rounds = 3
+		s.Population.HeldOutFraction = 0.2
+	}))
+	if st.State != storage.StateCompleted {
+		t.Fatalf("%s: %s", st.State, st.Message)
+	}
+	if st.Latest.Cohort != 30 || st.Latest.Clients == nil || st.Latest.Clients.Clients == 0 {
+		t.Fatalf("latest round %+v", st.Latest)
+	}
+	rep, _ := m.Privacy(st.ID)
+	ev, err := accounting.UnmarshalEvent(rep.Events[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := accounting.SampledWithoutReplacement{SourceDatasetSize: 300, SampleSize: 30, Event: accounting.Gaussian{NoiseMultiplier: 0.5}}
+	if ev != want {
+		t.Fatalf("event %#v, want %#v", ev, want)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	m := manager(t)
+	j, err := m.Submit(small(t, func(s *Spec) { s.Rounds = 100000 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := m.Cancel(j.ID)
+	if err != nil || st.State != storage.StateCancelled {
+		t.Fatalf("cancel: %s, %v", st.State, err)
+	}
+	if _, err := m.Cancel(j.ID); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second cancel: %v", err)
+	}
+	rep, _ := m.Privacy(j.ID)
+	if n := len(rep.Events); n < st.Round || n > st.Round+1 {
+		t.Fatalf("%d events for %d committed rounds", n, st.Round)
+	}
+}
+
+func TestSpecValidation(t *testing.T) {
+	cases := map[string]string{
+		`{"model":"cnn"}`:                                 "model",
+		`{"population":{"clients":70000}}`:                "population.clients",
+		`{"population":{"partition":"zipf"}}`:             "population.partition",
+		`{"population":{"dirichlet_alpha":0}}`:            "population.dirichlet_alpha",
+		`{"population":{"held_out_fraction":1}}`:          "population.held_out_fraction",
+		`{"sampling":{"rate":0}}`:                         "sampling.rate",
+		`{"sampling":{"scheme":"fixed","cohort_size":0}}`: "sampling.cohort_size",
+		`{"rounds":0}`:                                    "rounds",
+		`{"client":{"lr":-1}}`:                            "client.lr",
+		`{"client":{"batch_size":0}}`:                     "client.batch_size",
+		`{"server":{"optimizer":"adam"}}`:                 "server.optimizer",
+		`{"dp":{"clip_norm":0}}`:                          "dp.clip_norm",
+		`{"dp":{"noise_multiplier":0}}`:                   "dp.noise_multiplier",
+		`{"dp":{"delta":0}}`:                              "dp.delta",
+		`{"dp":{"epsilon_budget":-1}}`:                    "dp.epsilon_budget",
+		`{"secure_aggregation":true}`:                     "secure_aggregation",
+		`{"eval_every":0}`:                                "eval_every",
+		`{"dataset":"cifar10"}`:                           "dataset",
+	}
+	for body, field := range cases {
+		s, err := ParseSpec([]byte(body))
+		if err == nil {
+			err = s.Validate(60000)
+		}
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("%s: got %v, want an error on %s", body, err, field)
+		}
+	}
+	s, err := ParseSpec([]byte(`{}`))
+	if err != nil || s.Validate(60000) != nil {
+		t.Fatalf("the empty job (all defaults) is invalid: %v", err)
+	}
+	b, _ := json.Marshal(DefaultSpec())
+	if back, err := ParseSpec(b); err != nil || back != DefaultSpec() {
+		t.Fatalf("spec JSON round trip: %v", err)
+	}
+}
