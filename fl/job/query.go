@@ -3,7 +3,6 @@ package job
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/storage"
@@ -89,19 +88,19 @@ func (m *Manager) Metrics(id string) ([]RoundMetrics, error) {
 
 // PrivacyReport is a job's privacy ledger and the ε it amounts to. Events
 // are in dp_accounting's DpEvent JSON form (see accounting.MarshalEvent),
-// so ε can be recomputed independently from them.
+// so ε can be recomputed independently from them (docs/auditing.md).
 type PrivacyReport struct {
 	JobID   string `json:"job_id"`
 	Private bool   `json:"private"`
 	// Delta is the job's δ.
 	Delta float64 `json:"delta,omitempty"`
-	// Epsilon is ε at Delta over every recorded event (RDP accountant,
-	// conversion of Balle et al. 2020); absent when there are no events.
+	// Epsilon is the tighter valid upper bound on ε at Delta over every
+	// recorded event; absent when there are none.
 	Epsilon *float64 `json:"epsilon,omitempty"`
-	// RDPOrder is the order α attaining Epsilon.
-	RDPOrder float64 `json:"rdp_order,omitempty"`
 	// Accountant names the accountant that produced Epsilon.
 	Accountant string `json:"accountant,omitempty"`
+	// Accounting holds both accountants' estimates.
+	Accounting *accounting.Report `json:"accounting,omitempty"`
 	// EpsilonBudget is ε_max (0: none); Remaining is ε_max − ε.
 	EpsilonBudget float64  `json:"epsilon_budget,omitempty"`
 	Remaining     *float64 `json:"remaining,omitempty"`
@@ -130,30 +129,22 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 		rep.Note = "job trained without differential privacy: no (ε, δ) guarantee"
 		return rep, nil
 	}
-	rep.Delta, rep.EpsilonBudget, rep.Accountant = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget, "rdp"
+	rep.Delta, rep.EpsilonBudget = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget
 	if len(entries) == 0 {
 		return rep, nil
 	}
-	acct := accounting.NewRDPAccountant(nil)
-	for _, e := range entries {
-		ev, err := accounting.UnmarshalEvent(e.Event)
-		if err != nil {
-			return rep, fmt.Errorf("job %s ledger entry %d: %w", id, e.Seq, err)
-		}
-		if err := acct.Compose(ev, 1); err != nil {
-			return rep, fmt.Errorf("job %s ledger entry %d: %w", id, e.Seq, err)
-		}
-	}
-	eps, order, err := acct.Epsilon(rep.Delta)
+	events, err := ledgerEvents(m.db, id)
 	if err != nil {
 		return rep, err
 	}
-	if !math.IsInf(eps, 0) && !math.IsNaN(eps) {
-		rep.Epsilon, rep.RDPOrder = &eps, order
-		if rep.EpsilonBudget > 0 {
-			left := rep.EpsilonBudget - eps
-			rep.Remaining = &left
-		}
+	acc, err := accounting.Account(events, rep.Delta)
+	if err != nil {
+		return rep, err
+	}
+	rep.Accounting, rep.Epsilon, rep.Accountant = &acc, acc.Best.Epsilon, acc.Best.Accountant
+	if rep.Epsilon != nil && rep.EpsilonBudget > 0 {
+		left := rep.EpsilonBudget - *rep.Epsilon
+		rep.Remaining = &left
 	}
 	return rep, nil
 }

@@ -241,14 +241,11 @@ func checkFirstRoundFits(spec Spec) error {
 	if !spec.DP.Enabled || spec.DP.EpsilonBudget == 0 {
 		return nil
 	}
-	a := accounting.NewRDPAccountant(nil)
-	if err := a.Compose(roundEvent(spec), 1); err != nil {
-		return err
-	}
-	eps, _, err := a.Epsilon(spec.DP.Delta)
+	rep, err := accounting.Account([]accounting.Event{roundEvent(spec)}, spec.DP.Delta)
 	if err != nil {
 		return err
 	}
+	eps := rep.Epsilon()
 	if eps > spec.DP.EpsilonBudget {
 		return &ValidationError{Field: "dp.epsilon_budget", Rule: fmt.Sprintf(
 			"one round already costs ε = %.4g at δ = %g, more than the budget %g; raise the budget or the noise multiplier, or lower the sampling rate",
@@ -291,9 +288,11 @@ type RoundMetrics struct {
 	// the partition holds some out and on evaluation rounds only.
 	Clients *fl.ClientMetrics `json:"clients,omitempty"`
 	// Epsilon is ε at the job's δ after this round (absent without DP).
-	Epsilon *float64  `json:"epsilon,omitempty"`
-	Seconds float64   `json:"seconds"`
-	Time    time.Time `json:"time"`
+	Epsilon *float64 `json:"epsilon,omitempty"`
+	// Accountant names the accountant whose bound Epsilon is.
+	Accountant string    `json:"accountant,omitempty"`
+	Seconds    float64   `json:"seconds"`
+	Time       time.Time `json:"time"`
 }
 
 // runJob trains j from its last committed round. It returns the terminal
@@ -385,21 +384,20 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 		start := time.Now()
 		var eps *float64
+		var accountant string
 		if ledger != nil {
-			next, err := ledger.projected()
-			if err != nil {
-				return fail("accounting: %v", err)
-			}
+			next := ledger.next.Epsilon()
 			if b := spec.DP.EpsilonBudget; b > 0 && next > b {
 				return storage.StateBudgetExhausted, fmt.Sprintf(
 					"round %d would raise ε from %.4g to %.4g at δ=%g, past the budget ε_max=%g; %d rounds completed",
-					r, ledger.eps, next, spec.DP.Delta, b, r-1)
+					r, ledger.current.Epsilon(), next, spec.DP.Delta, b, r-1)
 			}
 			// Write-ahead: the event is durable before any noisy output exists.
 			if err := ledger.append(r); err != nil {
 				return fail("appending privacy event: %v", err)
 			}
-			eps = &ledger.eps
+			e := ledger.current.Epsilon()
+			eps, accountant = &e, ledger.current.Best.Accountant
 		}
 		cohort := sampler.Sample(population, secure)
 		st, err := alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(population))
@@ -412,7 +410,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		met := RoundMetrics{
 			Round: r, Cohort: st.Cohort, Examples: st.Examples, TrainLoss: st.TrainLoss,
 			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected,
-			Epsilon: eps,
+			Epsilon: eps, Accountant: accountant,
 		}
 		if r%spec.EvalEvery == 0 || r == spec.Rounds {
 			t := eval.Dataset(params, ds.test)

@@ -1,0 +1,165 @@
+package accounting
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/dpfl/dpfl/accounting/pld"
+)
+
+// Estimate is ε at some δ from one accountant.
+type Estimate struct {
+	// Accountant is "rdp" or "pld".
+	Accountant string `json:"accountant"`
+	// Epsilon is the upper bound on ε (absent when not Valid or infinite).
+	Epsilon *float64 `json:"epsilon,omitempty"`
+	// Order is the RDP order α attaining Epsilon (RDP only).
+	Order float64 `json:"order,omitempty"`
+	// Valid says the accountant certified Epsilon for these events.
+	Valid bool `json:"valid"`
+	// Note explains an invalid or infinite estimate.
+	Note string `json:"note,omitempty"`
+}
+
+// Report is ε at δ under both accountants, and the tighter valid one.
+type Report struct {
+	Delta float64  `json:"delta"`
+	RDP   Estimate `json:"rdp"`
+	PLD   Estimate `json:"pld"`
+	// Best is the smaller valid ε of the two: both are upper bounds on the
+	// true ε, so the smaller is the better bound.
+	Best Estimate `json:"best"`
+}
+
+// Epsilon is Best's ε, +Inf when no accountant gives a finite bound.
+func (r Report) Epsilon() float64 {
+	if r.Best.Epsilon == nil {
+		return math.Inf(1)
+	}
+	return *r.Best.Epsilon
+}
+
+// Account computes the Report of the composition of events at δ.
+//
+// The PLD accountant (package pld: Koskela et al. 2020; Doroshenko et al.
+// 2022) covers ledgers whose events are all the same Poisson-sampled
+// Gaussian, the shape of every DP-FedAvg job with Poisson sampling; for
+// anything else, or where it cannot certify (δ below its float resolution,
+// an infinite result), it is marked invalid with a note and Best falls
+// back to RDP.
+func Account(events []Event, delta float64) (Report, error) {
+	rep := Report{Delta: delta, RDP: Estimate{Accountant: "rdp"}, PLD: Estimate{Accountant: "pld"}}
+	if !(delta > 0 && delta < 1) {
+		return rep, fmt.Errorf("accounting: δ must be in (0, 1), got %v", delta)
+	}
+	r := NewRDPAccountant(nil)
+	if err := ComposeAll(r, events); err != nil {
+		return rep, err
+	}
+	eps, order, err := r.Epsilon(delta)
+	if err != nil {
+		return rep, err
+	}
+	rep.RDP.Valid, rep.RDP.Order = true, order
+	if math.IsInf(eps, 1) {
+		rep.RDP.Note = "a non-private release makes ε infinite"
+	} else {
+		rep.RDP.Epsilon = &eps
+	}
+
+	q, z, steps, ok := homogeneousPoisson(events)
+	switch {
+	case !ok:
+		rep.PLD.Note = "PLD accountant covers only ledgers of one repeated Poisson-sampled Gaussian event; RDP used"
+	case delta < 1e-12:
+		rep.PLD.Note = "δ below 1e-12 is beyond the PLD accountant's floating-point resolution; RDP used"
+	case steps == 0:
+		zero := 0.0
+		rep.PLD.Valid, rep.PLD.Epsilon = true, &zero
+	default:
+		e, err := pld.EpsilonPoissonGaussian(q, z, steps, delta)
+		if err != nil || math.IsInf(e, 0) || math.IsNaN(e) {
+			rep.PLD.Note = fmt.Sprintf("PLD accountant could not certify a finite ε (%v); RDP used", err)
+		} else {
+			rep.PLD.Valid, rep.PLD.Epsilon = true, &e
+		}
+	}
+
+	rep.Best = rep.RDP
+	if rep.PLD.Valid && rep.PLD.Epsilon != nil && (rep.RDP.Epsilon == nil || *rep.PLD.Epsilon < *rep.RDP.Epsilon) {
+		rep.Best = rep.PLD
+	}
+	return rep, nil
+}
+
+// homogeneousPoisson reports whether events (with SelfComposed and
+// Composed flattened, NoOps dropped) are n copies of one
+// PoissonSampled(q, Gaussian(z)).
+func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
+	var walk func(e Event, times int) bool
+	walk = func(e Event, times int) bool {
+		switch e := e.(type) {
+		case NoOp:
+			return true
+		case SelfComposed:
+			return walk(e.Event, times*e.Count)
+		case Composed:
+			for _, s := range e.Events {
+				if !walk(s, times) {
+					return false
+				}
+			}
+			return true
+		case PoissonSampled:
+			g, isG := e.Event.(Gaussian)
+			if !isG {
+				return false
+			}
+			if n > 0 && (e.SamplingProbability != q || g.NoiseMultiplier != z) {
+				return false
+			}
+			q, z = e.SamplingProbability, g.NoiseMultiplier
+			n += times
+			return true
+		}
+		return false
+	}
+	for _, e := range events {
+		if !walk(e, 1) {
+			return 0, 0, 0, false
+		}
+	}
+	return q, z, n, true
+}
+
+// ComposeAll composes events into a, computing the RDP of each distinct
+// event once (composition is commutative), so a ledger of 10,000 identical
+// rounds costs one RDP evaluation, not 10,000. On error a may hold a part
+// of the events.
+func ComposeAll(a *RDPAccountant, events []Event) error {
+	type group struct {
+		e Event
+		n int
+	}
+	var order []string
+	groups := map[string]*group{}
+	for i, e := range events {
+		key, err := MarshalEvent(e)
+		if err != nil {
+			return fmt.Errorf("event %d: %w", i, err)
+		}
+		g := groups[string(key)]
+		if g == nil {
+			g = &group{e: e}
+			groups[string(key)] = g
+			order = append(order, string(key))
+		}
+		g.n++
+	}
+	for _, k := range order {
+		if err := a.Compose(groups[k].e, groups[k].n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
