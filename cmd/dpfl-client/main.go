@@ -25,6 +25,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/api/client"
 )
 
@@ -199,7 +200,21 @@ func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out
 	}
 	fmt.Fprintf(out, "job %s: %d rounds committed, %d privacy events recorded\n", id, rep.Rounds, len(rep.Events))
 	if rep.Epsilon != nil {
-		fmt.Fprintf(out, "ε = %.4f at δ = %g (%s accountant, order α = %g)\n", *rep.Epsilon, rep.Delta, rep.Accountant, rep.RDPOrder)
+		fmt.Fprintf(out, "ε = %.4f at δ = %g (%s accountant, the tighter valid bound)\n", *rep.Epsilon, rep.Delta, rep.Accountant)
+	}
+	if a := rep.Accounting; a != nil {
+		for _, e := range []accounting.Estimate{a.RDP, a.PLD} {
+			switch {
+			case e.Epsilon != nil:
+				fmt.Fprintf(out, "  %s: ε = %.4f", e.Accountant, *e.Epsilon)
+				if e.Order > 0 {
+					fmt.Fprintf(out, " (order α = %g)", e.Order)
+				}
+				fmt.Fprintln(out)
+			default:
+				fmt.Fprintf(out, "  %s: %s\n", e.Accountant, e.Note)
+			}
+		}
 	}
 	if rep.EpsilonBudget > 0 && rep.Remaining != nil {
 		fmt.Fprintf(out, "budget ε_max = %g, remaining %.4f\n", rep.EpsilonBudget, *rep.Remaining)
