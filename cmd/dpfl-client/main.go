@@ -5,6 +5,9 @@
 //	dpfl-client list
 //	dpfl-client status JOB
 //	dpfl-client privacy JOB [--json]
+//	dpfl-client privacy compute --q Q --noise Z --steps N --delta D
+//	dpfl-client privacy calibrate --epsilon E --delta D --q Q --steps N
+//	dpfl-client audit JOB
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
 //
@@ -21,11 +24,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/api/client"
 )
 
@@ -36,7 +37,9 @@ commands:
   watch     show a live progress bar of a job until it ends
   list      list jobs
   status    show a job's state and latest metrics
-  privacy   show a job's privacy ledger and ε
+  privacy   show a job's privacy ledger and ε; 'privacy compute' and
+            'privacy calibrate' work offline (see 'dpfl-client privacy compute -h')
+  audit     print a job's privacy ledger as a table
   cancel    stop a running job
   model     download a job's latest global model (JSON)
 
@@ -122,12 +125,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return printJSON(out, st)
 	case "privacy":
+		if len(rest) > 0 && (rest[0] == "compute" || rest[0] == "calibrate") {
+			return privacyOffline(c.fs, rest[0], rest[1:], out)
+		}
 		asJSON := c.fs.Bool("json", false, "print the full report as JSON")
 		id, err := c.jobArg(rest)
 		if err != nil {
 			return err
 		}
 		return privacy(ctx, c.client(), id, *asJSON, out)
+	case "audit":
+		id, err := c.jobArg(rest)
+		if err != nil {
+			return err
+		}
+		return audit(ctx, c.client(), id, out)
 	case "cancel":
 		id, err := c.jobArg(rest)
 		if err != nil {
@@ -184,43 +196,4 @@ func list(ctx context.Context, cl *client.Client, out io.Writer) error {
 			j.Spec.Model, j.Spec.Population.Clients, j.CreatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
-}
-
-func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out io.Writer) error {
-	rep, err := cl.Privacy(ctx, id)
-	if err != nil {
-		return err
-	}
-	if asJSON {
-		return printJSON(out, rep)
-	}
-	if !rep.Private {
-		fmt.Fprintf(out, "%s: %s\n", id, rep.Note)
-		return nil
-	}
-	fmt.Fprintf(out, "job %s: %d rounds committed, %d privacy events recorded\n", id, rep.Rounds, len(rep.Events))
-	if rep.Epsilon != nil {
-		fmt.Fprintf(out, "ε = %.4f at δ = %g (%s accountant, the tighter valid bound)\n", *rep.Epsilon, rep.Delta, rep.Accountant)
-	}
-	if a := rep.Accounting; a != nil {
-		for _, e := range []accounting.Estimate{a.RDP, a.PLD} {
-			switch {
-			case e.Epsilon != nil:
-				fmt.Fprintf(out, "  %s: ε = %.4f", e.Accountant, *e.Epsilon)
-				if e.Order > 0 {
-					fmt.Fprintf(out, " (order α = %g)", e.Order)
-				}
-				fmt.Fprintln(out)
-			default:
-				fmt.Fprintf(out, "  %s: %s\n", e.Accountant, e.Note)
-			}
-		}
-	}
-	if rep.EpsilonBudget > 0 && rep.Remaining != nil {
-		fmt.Fprintf(out, "budget ε_max = %g, remaining %.4f\n", rep.EpsilonBudget, *rep.Remaining)
-	}
-	if len(rep.Events) > 0 {
-		fmt.Fprintf(out, "event per round: %s\n", strings.TrimSpace(string(rep.Events[0].Event)))
-	}
-	return nil
 }
