@@ -93,6 +93,27 @@ func TestBudgetBelowOneRoundIsRefused(t *testing.T) {
 	}
 }
 
+// A job submitted with a target ε runs all its rounds, ends within the
+// target, and its calibrated z is the smallest that does: 1% less noise
+// would overshoot.
+func TestTargetEpsilonCalibratesNoise(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) { s.DP.TargetEpsilon = 4; s.Rounds = 8 }))
+	if st.State != storage.StateCompleted || st.Round != 8 {
+		t.Fatalf("%s after %d rounds: %s", st.State, st.Round, st.Message)
+	}
+	z := st.Spec.DP.NoiseMultiplier
+	rep, _ := m.Privacy(st.ID)
+	if *rep.Epsilon > 4 || st.Spec.DP.EpsilonBudget != 4 {
+		t.Fatalf("z = %v: ε = %v, budget %v", z, *rep.Epsilon, st.Spec.DP.EpsilonBudget)
+	}
+	less := accounting.SelfComposed{Event: accounting.PoissonSampled{SamplingProbability: 0.1, Event: accounting.Gaussian{NoiseMultiplier: 0.99 * z}}, Count: 8}
+	r, _ := accounting.Account([]accounting.Event{less}, 1e-5)
+	if r.Epsilon() <= 4 {
+		t.Fatalf("z = %v is not minimal: 0.99z gives ε = %v", z, r.Epsilon())
+	}
+}
+
 func TestNonPrivateJobRecordsNoEvents(t *testing.T) {
 	m := manager(t)
 	st := runToEnd(t, m, small(t, func(s *Spec) { s.DP.Enabled = false }))

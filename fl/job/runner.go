@@ -101,6 +101,9 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := spec.Validate(ds.train.Len()); err != nil {
 		return storage.Job{}, err
 	}
+	if spec, err = calibrate(spec); err != nil {
+		return storage.Job{}, err
+	}
 	if err := checkFirstRoundFits(spec); err != nil {
 		return storage.Job{}, err
 	}
@@ -233,6 +236,32 @@ func (m *Manager) Wait(id string) {
 	if r != nil {
 		<-r.done
 	}
+}
+
+// calibrate resolves dp.target_epsilon: it sets z to the smallest noise
+// multiplier whose ε after spec.Rounds rounds stays within the target
+// (accounting.CalibrateNoise over accounting.Account, so the tighter valid
+// accountant decides) and makes the target the job's budget.
+func calibrate(spec Spec) (Spec, error) {
+	target := spec.DP.TargetEpsilon
+	if !spec.DP.Enabled || target == 0 {
+		return spec, nil
+	}
+	epsOf := func(_, z float64, steps int, delta float64) (float64, error) {
+		s := spec
+		s.DP.NoiseMultiplier = z
+		rep, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(s), Count: steps}}, delta)
+		return rep.Epsilon(), err
+	}
+	z, err := accounting.CalibrateNoise(epsOf, target, spec.DP.Delta, 0, spec.Rounds)
+	if err != nil {
+		return spec, &ValidationError{Field: "dp.target_epsilon", Rule: err.Error()}
+	}
+	spec.DP.NoiseMultiplier = z
+	if spec.DP.EpsilonBudget == 0 || spec.DP.EpsilonBudget > target {
+		spec.DP.EpsilonBudget = target
+	}
+	return spec, nil
 }
 
 // checkFirstRoundFits refuses a DP job whose budget cannot pay for even one

@@ -98,6 +98,11 @@ type DPSpec struct {
 	// EpsilonBudget, when > 0, is ε_max: a round that would take ε past it
 	// is not run and the job ends in state budget_exhausted.
 	EpsilonBudget float64 `json:"epsilon_budget"`
+	// TargetEpsilon, when > 0, asks the server to calibrate z: the job's
+	// noise_multiplier becomes the smallest z whose ε after all rounds is
+	// at most TargetEpsilon at Delta (tighter valid accountant), and the
+	// budget becomes TargetEpsilon unless a smaller one is set.
+	TargetEpsilon float64 `json:"target_epsilon,omitempty"`
 }
 
 // DefaultSpec is the job every submission starts from: the demo job of
@@ -212,6 +217,8 @@ func (s Spec) Validate(trainSize int) error {
 			return bad("dp.delta", "must be in (0, 1), got %v", d.Delta)
 		case !(d.EpsilonBudget >= 0 && finite(d.EpsilonBudget)):
 			return bad("dp.epsilon_budget", "must be a finite number ≥ 0 (0 = no budget), got %v", d.EpsilonBudget)
+		case !(d.TargetEpsilon >= 0 && finite(d.TargetEpsilon)):
+			return bad("dp.target_epsilon", "must be a finite number ≥ 0 (0 = use noise_multiplier), got %v", d.TargetEpsilon)
 		}
 	}
 	if s.EvalEvery < 1 {
