@@ -13,6 +13,8 @@
 //	GET  /v1/jobs/:id/privacy     privacy ledger and ε at the job's δ
 //	POST /v1/jobs/:id/cancel      stop a running job
 //	GET  /v1/jobs/:id/model       latest global model parameters
+//	PUT  /v1/budgets/:name        create a privacy unit {epsilon_budget, delta}
+//	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
 //
 // Errors are {"error": message, "field": json-path} with 400 (bad input,
 // naming the field and rule), 401 (missing or wrong token), 404 (unknown
@@ -21,6 +23,7 @@ package api
 
 import (
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -87,6 +90,8 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	v1.GET("/jobs/:id/privacy", h.privacy)
 	v1.POST("/jobs/:id/cancel", h.cancel)
 	v1.GET("/jobs/:id/model", h.model)
+	v1.PUT("/budgets/:name", h.createBudget)
+	v1.GET("/budgets/:name", h.budget)
 	return e
 }
 
@@ -166,6 +171,37 @@ func (h handlers) model(c echo.Context) error {
 	return c.JSON(http.StatusOK, mod)
 }
 
+// BudgetRequest is the body of PUT /v1/budgets/:name.
+type BudgetRequest struct {
+	EpsilonBudget float64 `json:"epsilon_budget"`
+	Delta         float64 `json:"delta"`
+}
+
+func (h handlers) createBudget(c echo.Context) error {
+	var req BudgetRequest
+	dec := json.NewDecoder(c.Request().Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return &job.ValidationError{Field: "body", Rule: "must be {\"epsilon_budget\": ε, \"delta\": δ}: " + err.Error()}
+	}
+	if _, err := h.m.CreateUnit(c.Param("name"), req.EpsilonBudget, req.Delta); err != nil {
+		return err
+	}
+	rep, err := h.m.Unit(c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, rep)
+}
+
+func (h handlers) budget(c echo.Context) error {
+	rep, err := h.m.Unit(c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rep)
+}
+
 // errorResponse maps an error to its status code and body, in one place.
 func errorResponse(err error) (int, ErrorBody) {
 	var ve *job.ValidationError
@@ -175,7 +211,7 @@ func errorResponse(err error) (int, ErrorBody) {
 		return http.StatusBadRequest, ErrorBody{Error: ve.Error(), Field: ve.Field}
 	case errors.Is(err, storage.ErrNotFound):
 		return http.StatusNotFound, ErrorBody{Error: err.Error()}
-	case errors.Is(err, job.ErrConflict):
+	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists):
 		return http.StatusConflict, ErrorBody{Error: err.Error()}
 	case errors.As(err, &he):
 		msg, ok := he.Message.(string)

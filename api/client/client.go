@@ -132,6 +132,21 @@ func (c *Client) Model(ctx context.Context, id string) (job.ModelExport, error) 
 	return m, err
 }
 
+// CreateBudget creates privacy unit name with budget (ε_max, δ).
+func (c *Client) CreateBudget(ctx context.Context, name string, epsilon, delta float64) (job.UnitReport, error) {
+	body, _ := json.Marshal(api.BudgetRequest{EpsilonBudget: epsilon, Delta: delta})
+	var rep job.UnitReport
+	err := c.do(ctx, http.MethodPut, "/v1/budgets/"+url.PathEscape(name), body, &rep)
+	return rep, err
+}
+
+// Budget reports privacy unit name.
+func (c *Client) Budget(ctx context.Context, name string) (job.UnitReport, error) {
+	var rep job.UnitReport
+	err := c.do(ctx, http.MethodGet, "/v1/budgets/"+url.PathEscape(name), nil, &rep)
+	return rep, err
+}
+
 // Wait polls job id every interval until it reaches a terminal state,
 // calling progress (if non-nil) with each status seen.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, progress func(job.Status)) (job.Status, error) {

@@ -8,6 +8,8 @@
 //	dpfl-client privacy compute --q Q --noise Z --steps N --delta D
 //	dpfl-client privacy calibrate --epsilon E --delta D --q Q --steps N
 //	dpfl-client audit JOB
+//	dpfl-client budget create NAME --epsilon E --delta D
+//	dpfl-client budget NAME
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
 //
@@ -40,6 +42,8 @@ commands:
   privacy   show a job's privacy ledger and ε; 'privacy compute' and
             'privacy calibrate' work offline (see 'dpfl-client privacy compute -h')
   audit     print a job's privacy ledger as a table
+  budget    'budget create NAME --epsilon E --delta D' makes a shared privacy
+            unit (jobs join it with dp.privacy_unit); 'budget NAME' shows its spend
   cancel    stop a running job
   model     download a job's latest global model (JSON)
 
@@ -134,6 +138,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 			return err
 		}
 		return privacy(ctx, c.client(), id, *asJSON, out)
+	case "budget":
+		return budget(ctx, c, rest, out)
 	case "audit":
 		id, err := c.jobArg(rest)
 		if err != nil {

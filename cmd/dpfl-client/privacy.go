@@ -145,3 +145,34 @@ func privacyOffline(fs *flag.FlagSet, verb string, args []string, out io.Writer)
 	printEstimates(out, rep.RDP, rep.PLD)
 	return nil
 }
+
+// budget creates or shows a privacy unit.
+func budget(ctx context.Context, c *command, args []string, out io.Writer) error {
+	if len(args) > 0 && args[0] == "create" {
+		eps := c.fs.Float64("epsilon", 0, "the unit's ε_max")
+		delta := c.fs.Float64("delta", 1e-5, "the unit's δ")
+		name, err := c.jobArg(args[1:])
+		if err != nil {
+			return err
+		}
+		rep, err := c.client().CreateBudget(ctx, name, *eps, *delta)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "created privacy unit %s: ε_max = %g at δ = %g\n", rep.Name, rep.EpsilonBudget, rep.Delta)
+		return nil
+	}
+	name, err := c.jobArg(args)
+	if err != nil {
+		return err
+	}
+	rep, err := c.client().Budget(ctx, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "privacy unit %s: ε_max = %g at δ = %g, %d jobs, %d events\n", rep.Name, rep.EpsilonBudget, rep.Delta, len(rep.Jobs), rep.Events)
+	if rep.Epsilon != nil {
+		fmt.Fprintf(out, "spent ε = %.4f (%s), remaining %.4f\n", *rep.Epsilon, rep.Accountant, rep.Remaining)
+	}
+	return nil
+}

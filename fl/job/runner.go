@@ -43,8 +43,13 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
-	data    *loaded
-	wg      sync.WaitGroup
+
+	// unitMu serialises budget checks and ledger appends of jobs on
+	// privacy units; units caches each unit's events.
+	unitMu sync.Mutex
+	units  map[string]*unitCache
+	data   *loaded
+	wg     sync.WaitGroup
 }
 
 type run struct {
@@ -73,7 +78,7 @@ func NewManager(db *storage.DB, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}}
+	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}, units: map[string]*unitCache{}}
 }
 
 // dataset loads Fashion-MNIST once per manager.
@@ -101,10 +106,16 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := spec.Validate(ds.train.Len()); err != nil {
 		return storage.Job{}, err
 	}
+	if err := m.joinUnit(&spec); err != nil {
+		return storage.Job{}, err
+	}
 	if spec, err = calibrate(spec); err != nil {
 		return storage.Job{}, err
 	}
 	if err := checkFirstRoundFits(spec); err != nil {
+		return storage.Job{}, err
+	}
+	if err := m.admitToUnit(spec); err != nil {
 		return storage.Job{}, err
 	}
 	cfg, err := json.Marshal(spec)
@@ -415,15 +426,13 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		var eps *float64
 		var accountant string
 		if ledger != nil {
-			next := ledger.next.Epsilon()
-			if b := spec.DP.EpsilonBudget; b > 0 && next > b {
-				return storage.StateBudgetExhausted, fmt.Sprintf(
-					"round %d would raise ε from %.4g to %.4g at δ=%g, past the budget ε_max=%g; %d rounds completed",
-					r, ledger.current.Epsilon(), next, spec.DP.Delta, b, r-1)
-			}
 			// Write-ahead: the event is durable before any noisy output exists.
-			if err := ledger.append(r); err != nil {
+			stop, err := m.charge(ledger, spec, r)
+			if err != nil {
 				return fail("appending privacy event: %v", err)
+			}
+			if stop != "" {
+				return storage.StateBudgetExhausted, stop
 			}
 			e := ledger.current.Epsilon()
 			eps, accountant = &e, ledger.current.Best.Accountant

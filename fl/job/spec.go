@@ -103,6 +103,10 @@ type DPSpec struct {
 	// at most TargetEpsilon at Delta (tighter valid accountant), and the
 	// budget becomes TargetEpsilon unless a smaller one is set.
 	TargetEpsilon float64 `json:"target_epsilon,omitempty"`
+	// PrivacyUnit names a shared budget (PUT /v1/budgets/{name}) that this
+	// job's events are charged to as well; the job then uses the unit's δ
+	// and is refused if its planned rounds do not fit.
+	PrivacyUnit string `json:"privacy_unit,omitempty"`
 }
 
 // DefaultSpec is the job every submission starts from: the demo job of
