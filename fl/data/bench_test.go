@@ -1,0 +1,54 @@
+package data
+
+import (
+	"os"
+	"strconv"
+	"testing"
+)
+
+func BenchmarkLoadFashionMNIST(b *testing.B) {
+	if _, err := os.Stat(DefaultFashionMNISTDir); err != nil {
+		b.Skipf("Fashion-MNIST not installed at %s (apt-get install dataset-fashion-mnist)", DefaultFashionMNISTDir)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := LoadFashionMNIST(DefaultFashionMNISTDir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// NewFederated over 60,000 examples in 10 balanced classes (Fashion-MNIST's
+// training set shape).
+func BenchmarkNewFederated(b *testing.B) {
+	ds := labelled(repeat(6000, 10), 1)
+	for _, c := range []struct {
+		p Partitioner
+		k int
+	}{
+		{Dirichlet{Alpha: 0.5}, 6000}, {Dirichlet{Alpha: 0.5}, 1_000_000},
+		{IID{}, 6000}, {IID{}, 1_000_000}, {Shards{PerClient: 2}, 6000},
+	} {
+		b.Run(c.p.String()+"/clients="+strconv.Itoa(c.k), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := NewFederated(ds, Options{NumClients: c.k, Partitioner: c.p, Seed: 1, HeldOutFraction: 0.2}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkGather(b *testing.B) {
+	ds := &Dataset{X: make([]float32, 60000*784), Y: make([]uint8, 60000), Dim: 784, Classes: 10}
+	idx := make([]int32, 64)
+	for i := range idx {
+		idx[i] = int32(i * 937 % 60000)
+	}
+	x, y := make([]float32, 64*784), make([]uint8, 64)
+	b.SetBytes(64 * 784 * 4)
+	for b.Loop() {
+		ds.Gather(x, y, idx)
+	}
+}

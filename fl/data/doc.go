@@ -1,0 +1,19 @@
+// Package data is dpfl's federated data layer, in the spirit of FedJAX's
+// federated datasets (client id → client dataset).
+//
+//   - Dataset holds labelled examples: rows of float32 features in [0, 1]
+//     and uint8 labels.
+//   - ReadIDX and LoadIDXPair read LeCun's IDX format (MNIST, and
+//     Fashion-MNIST of Xiao, Rasul, Vollgraf 2017); LoadFashionMNIST reads
+//     the four files that Debian's dataset-fashion-mnist package installs.
+//   - Partitioner splits example indices among a population of clients:
+//     IID, Dirichlet label skew (Hsu, Qi, Brown 2019, §3) and label-sorted
+//     shards (McMahan et al. 2017, §3, "pathological non-IID").
+//   - Federated is the population: per-client index lists into one shared
+//     base Dataset, packed so that a million mostly-empty clients cost a few
+//     bytes each.
+//
+// All randomness here is simulation randomness (which client holds which
+// example), seeded and reproducible through math/rand/v2 PCG; nothing in
+// this package is privacy-critical.
+package data
