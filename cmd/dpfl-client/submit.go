@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpfl/dpfl/api/client"
 	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/storage"
 )
 
 // override maps a submit flag to the job field (JSON path) it sets.
@@ -186,7 +187,8 @@ func watch(ctx context.Context, cl *client.Client, id string, out io.Writer) err
 		fmt.Fprintln(out, "privacy: none (trained without DP)")
 	}
 	fmt.Fprintf(out, "watched for %s\n", time.Since(start).Round(time.Second))
-	if st.State != "completed" {
+	// Running out of budget is a normal end; failing or being cancelled is not.
+	if st.State == storage.StateFailed || st.State == storage.StateCancelled {
 		return fmt.Errorf("job %s ended %s", id, st.State)
 	}
 	return nil
