@@ -16,6 +16,7 @@
 package accounting
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,7 +180,7 @@ func toWire(e Event) (wire, error) {
 // missing fields and invalid parameters are errors.
 func UnmarshalEvent(b []byte) (Event, error) {
 	var w wire
-	if err := json.Unmarshal(b, &w); err != nil {
+	if err := decodeStrict(b, &w); err != nil {
 		return nil, fmt.Errorf("decoding DP event: %w", err)
 	}
 	e, err := fromWire(w)
@@ -189,6 +190,17 @@ func UnmarshalEvent(b []byte) (Event, error) {
 	return e, Validate(e)
 }
 
+// decodeStrict refuses unknown fields: a misspelt "events" must not make a
+// composition read as empty, i.e. free.
+func decodeStrict(b []byte, w *wire) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(w); err != nil {
+		return fmt.Errorf("decoding DP event: %w", err)
+	}
+	return nil
+}
+
 func fromWire(w wire) (Event, error) {
 	missing := func(f string) error { return fmt.Errorf("%s: missing field %s", w.Type, f) }
 	sub := func(raw json.RawMessage) (Event, error) {
@@ -196,7 +208,7 @@ func fromWire(w wire) (Event, error) {
 			return nil, missing("event")
 		}
 		var sw wire
-		if err := json.Unmarshal(raw, &sw); err != nil {
+		if err := decodeStrict(raw, &sw); err != nil {
 			return nil, err
 		}
 		return fromWire(sw)

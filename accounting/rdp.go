@@ -125,7 +125,7 @@ func (a *RDPAccountant) Epsilon(delta float64) (eps, order float64, err error) {
 	if !(delta > 0 && delta < 1) {
 		return 0, 0, fmt.Errorf("accounting: δ must be in (0, 1), got %v", delta)
 	}
-	eps, order = math.Inf(1), math.NaN()
+	eps, order = math.Inf(1), 0 // order 0, not NaN: reports are JSON
 	for i, alpha := range a.orders {
 		r := a.rdp[i]
 		var e float64
@@ -152,7 +152,7 @@ func (a *RDPAccountant) Delta(eps float64) (delta, order float64, err error) {
 	if !(eps >= 0) || math.IsInf(eps, 0) {
 		return 0, 0, fmt.Errorf("accounting: ε must be a finite number ≥ 0, got %v", eps)
 	}
-	logDelta, order := math.Inf(1), math.NaN()
+	logDelta, order := math.Inf(1), 0.0
 	for i, alpha := range a.orders {
 		r := a.rdp[i]
 		if math.IsInf(r, 1) || math.IsNaN(r) {

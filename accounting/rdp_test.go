@@ -244,6 +244,7 @@ func TestEventJSONRoundTrip(t *testing.T) {
 		`{"type":"PoissonSampledDpEvent","sampling_probability":1.5,"event":{"type":"GaussianDpEvent","noise_multiplier":1}}`,
 		`{"type":"PoissonSampledDpEvent","sampling_probability":0.5}`,
 		`[1,2]`,
+		`{"type":"ComposedDpEvent","evnets":[{"type":"NonPrivateDpEvent"}]}`,
 	} {
 		if _, err := UnmarshalEvent([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
