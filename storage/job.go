@@ -183,6 +183,24 @@ func jobBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
 	return b, nil
 }
 
+// liveJob opens job id's bucket and record for a write, refusing a job in
+// a terminal state (ErrConflict): a finished job's ledger and rounds are
+// closed. action names the refused write in the error.
+func liveJob(tx *bolt.Tx, id, action string) (*bolt.Bucket, Job, error) {
+	b, err := jobBucket(tx, id)
+	if err != nil {
+		return nil, Job{}, err
+	}
+	j, err := readMeta(b, id)
+	if err != nil {
+		return nil, Job{}, err
+	}
+	if j.State.Terminal() {
+		return nil, Job{}, fmt.Errorf("storage: job %q is %s, cannot %s: %w", id, j.State, action, ErrConflict)
+	}
+	return b, j, nil
+}
+
 // subBucket returns a required nested bucket of a job; its absence means
 // the file was damaged or written by something else.
 func subBucket(b *bolt.Bucket, id string, name []byte) (*bolt.Bucket, error) {

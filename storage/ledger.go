@@ -37,16 +37,9 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 		e.Time = time.Now().UTC()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := jobBucket(tx, jobID)
+		b, _, err := liveJob(tx, jobID, "append to its ledger")
 		if err != nil {
 			return err
-		}
-		j, err := readMeta(b, jobID)
-		if err != nil {
-			return err
-		}
-		if j.State.Terminal() {
-			return fmt.Errorf("storage: job %q is %s, ledger closed: %w", jobID, j.State, ErrConflict)
 		}
 		l, err := subBucket(b, jobID, bucketLedger)
 		if err != nil {

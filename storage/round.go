@@ -28,16 +28,9 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 	}
 	ckv := encodeCheckpoint(round, &ck)
 	return db.bolt.Update(func(tx *bolt.Tx) error {
-		b, err := jobBucket(tx, jobID)
+		b, j, err := liveJob(tx, jobID, fmt.Sprintf("commit round %d", round))
 		if err != nil {
 			return err
-		}
-		j, err := readMeta(b, jobID)
-		if err != nil {
-			return err
-		}
-		if j.State.Terminal() {
-			return fmt.Errorf("storage: job %q is %s, cannot commit round %d: %w", jobID, j.State, round, ErrConflict)
 		}
 		if round != j.Round+1 {
 			return fmt.Errorf("storage: job %q: commit of round %d after round %d, want %d: %w", jobID, round, j.Round, j.Round+1, ErrConflict)
