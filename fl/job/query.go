@@ -22,12 +22,14 @@ type Status struct {
 }
 
 // Get returns job id's status.
-func (m *Manager) Get(id string) (Status, error) {
+func (m *Manager) Get(id string) (Status, error) { return m.get(id, true) }
+
+func (m *Manager) get(id string, withMetrics bool) (Status, error) {
 	j, err := m.db.Job(id)
 	if err != nil {
 		return Status{}, err
 	}
-	return m.status(j, true)
+	return m.status(j, withMetrics)
 }
 
 // List returns every job, oldest first, without per-round history.
@@ -55,17 +57,22 @@ func (m *Manager) status(j storage.Job, withMetrics bool) (Status, error) {
 	if !withMetrics {
 		return s, nil
 	}
-	hist, err := m.Metrics(j.ID)
+	raw, err := m.db.Metrics(j.ID)
 	if err != nil {
 		return s, err
 	}
-	if len(hist) > 0 {
-		s.Latest = &hist[len(hist)-1]
-	}
-	for i := len(hist) - 1; i >= 0; i-- {
-		if hist[i].Test != nil {
-			s.LatestTest = &hist[i]
-			break
+	// Decode from the newest round back to the latest evaluation only: a
+	// watcher polls this every second, and long jobs have many rounds.
+	for i := len(raw) - 1; i >= 0 && s.LatestTest == nil; i-- {
+		var r RoundMetrics
+		if err := json.Unmarshal(raw[i], &r); err != nil {
+			return s, fmt.Errorf("job %s: metrics of round %d unreadable: %w", j.ID, i+1, err)
+		}
+		if s.Latest == nil {
+			s.Latest = &r
+		}
+		if r.Test != nil {
+			s.LatestTest = &r
 		}
 	}
 	return s, nil
@@ -113,7 +120,7 @@ type PrivacyReport struct {
 
 // Privacy recomputes job id's ε from its stored ledger.
 func (m *Manager) Privacy(id string) (PrivacyReport, error) {
-	s, err := m.Get(id)
+	s, err := m.get(id, false)
 	if err != nil {
 		return PrivacyReport{}, err
 	}
@@ -161,7 +168,7 @@ type ModelExport struct {
 
 // Model returns the checkpoint of job id's last committed round.
 func (m *Manager) Model(id string) (ModelExport, error) {
-	s, err := m.Get(id)
+	s, err := m.get(id, false)
 	if err != nil {
 		return ModelExport{}, err
 	}

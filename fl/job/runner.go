@@ -21,13 +21,9 @@ import (
 	"github.com/dpfl/dpfl/storage"
 )
 
-// Errors a caller maps to responses; they are wrapped with context.
-var (
-	// ErrNotFound: no job with that ID.
-	ErrNotFound = storage.ErrNotFound
-	// ErrConflict: the request does not fit the job's state.
-	ErrConflict = errors.New("conflict")
-)
+// ErrConflict: the request does not fit the job's state (an unknown job is
+// storage.ErrNotFound). Both arrive wrapped with context.
+var ErrConflict = errors.New("conflict")
 
 // errCancelledByUser is the cancel cause that distinguishes a user's cancel
 // (terminal) from a server shutdown (the job resumes at the next start).
