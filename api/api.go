@@ -16,8 +16,21 @@
 //	PUT  /v1/budgets/:name        create a privacy unit {epsilon_budget, delta}
 //	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
 //
+// A devices job's participants (participate.go) use
+//
+//	GET  /v1/jobs/:id/participate                the open round and its stage
+//	POST /v1/jobs/:id/participate/join           client ID, credential, model
+//	POST /v1/jobs/:id/participate/advertise      secagg.AdvertiseMsg
+//	GET  /v1/jobs/:id/participate/keys           secagg.KeysMsg
+//	POST /v1/jobs/:id/participate/shares         secagg.ShareKeysMsg
+//	GET  /v1/jobs/:id/participate/shares         secagg.SharesMsg
+//	POST /v1/jobs/:id/participate/masked-input   secagg.MaskedInputMsg
+//	GET  /v1/jobs/:id/participate/unmask         secagg.UnmaskRequestMsg
+//	POST /v1/jobs/:id/participate/unmask         secagg.UnmaskMsg
+//
 // Errors are {"error": message, "field": json-path} with 400 (bad input,
-// naming the field and rule), 401 (missing or wrong token), 404 (unknown
+// naming the field and rule, or a protocol message refused, naming the
+// client), 401 (missing or wrong token), 404 (unknown
 // job), 409 (request does not fit the job's state), 500 otherwise.
 package api
 
@@ -25,6 +38,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,6 +47,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -68,7 +83,6 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 		_ = c.JSON(code, body)
 	}
 	e.Use(middleware.Recover())
-	e.Use(middleware.BodyLimit("1M"))
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -83,6 +97,8 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 		},
 	}))
 	h := handlers{m}
+	h.participate(v1.Group("", middleware.BodyLimit(fmt.Sprint(MaxUpdateBytes/(1<<20))+"M")))
+	v1 = v1.Group("", middleware.BodyLimit("1M"))
 	v1.POST("/jobs", h.create)
 	v1.GET("/jobs", h.list)
 	v1.GET("/jobs/:id", h.get)
@@ -206,9 +222,12 @@ func (h handlers) budget(c echo.Context) error {
 func errorResponse(err error) (int, ErrorBody) {
 	var ve *job.ValidationError
 	var he *echo.HTTPError
+	var pe *secagg.PeerError
 	switch {
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, ErrorBody{Error: ve.Error(), Field: ve.Field}
+	case errors.As(err, &pe):
+		return http.StatusBadRequest, ErrorBody{Error: pe.Error()}
 	case errors.Is(err, storage.ErrNotFound):
 		return http.StatusNotFound, ErrorBody{Error: err.Error()}
 	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists):

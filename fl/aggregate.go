@@ -39,6 +39,8 @@ type AggregateStats struct {
 	MeanNorm float64
 	// ClippedFraction is the fraction of deltas clipped (0 without DP).
 	ClippedFraction float64
+	// SecAgg describes the secure aggregation instance, when there was one.
+	SecAgg *SecAggStats
 }
 
 // ErrEmptyCohort is returned by the non-private aggregator when no client

@@ -40,10 +40,14 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("server said %d %s: %s", e.Status, http.StatusText(e.Status), e.ErrorBody.Error)
 }
 
-func (c *Client) do(ctx context.Context, method, path string, body []byte, out any) error {
+// do sends one request; header holds extra header name/value pairs.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, out any, header ...string) error {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		return err
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")

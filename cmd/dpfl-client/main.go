@@ -12,6 +12,7 @@
 //	dpfl-client budget NAME
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
+//	dpfl-client participate --job JOB --data DIR [--rounds N] [--save-inputs DIR]
 //
 // Every command takes --server (default $DPFL_SERVER, else
 // http://127.0.0.1:8080) and --token (default $DPFL_TOKEN).
@@ -46,6 +47,8 @@ commands:
             unit (jobs join it with dp.privacy_unit); 'budget NAME' shows its spend
   cancel    stop a running job
   model     download a job's latest global model (JSON)
+  participate  take part in a devices job's rounds as one device with the
+            local data in --data DIR (IDX files), over secure aggregation
 
 common flags: --server URL (or $DPFL_SERVER), --token T (or $DPFL_TOKEN)
 `
@@ -107,6 +110,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch name {
 	case "submit":
 		return submit(ctx, c, rest, out)
+	case "participate":
+		return participate(ctx, c, rest, out)
 	case "watch":
 		id, err := c.jobArg(rest)
 		if err != nil {

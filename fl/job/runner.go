@@ -18,6 +18,7 @@ import (
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -39,6 +40,8 @@ type Manager struct {
 
 	mu      sync.Mutex
 	running map[string]*run
+	// live holds the open round of each running devices job.
+	live map[string]*deviceRound
 
 	// unitMu serialises budget checks and ledger appends of jobs on
 	// privacy units; units caches each unit's events.
@@ -74,7 +77,7 @@ func NewManager(db *storage.DB, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}, units: map[string]*unitCache{}}
+	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}, live: map[string]*deviceRound{}, units: map[string]*unitCache{}}
 }
 
 // dataset loads Fashion-MNIST once per manager.
@@ -296,8 +299,15 @@ func checkFirstRoundFits(spec Spec) error {
 // accountant (Wang, Balle, Kasiviswanathan 2019) assumes replace-one
 // adjacency: replacing one user moves the clipped sum by up to 2C, so the
 // Gaussian's effective multiplier is z/2.
+//
+// Devices join rounds of their own accord, so no sampling is credited:
+// each round is the plain Gaussian mechanism on the sum of at most one
+// clipped update per device.
 func roundEvent(spec Spec) accounting.Event {
 	z := spec.DP.NoiseMultiplier
+	if spec.Population.Source == "devices" {
+		return accounting.Gaussian{NoiseMultiplier: z}
+	}
 	if spec.Sampling.Scheme == "fixed" {
 		return accounting.SampledWithoutReplacement{
 			SourceDatasetSize: spec.Population.Clients,
@@ -323,6 +333,9 @@ type RoundMetrics struct {
 	// Clients is the global model on the clients' held-out examples, when
 	// the partition holds some out and on evaluation rounds only.
 	Clients *fl.ClientMetrics `json:"clients,omitempty"`
+	// SecAgg describes the round's secure aggregation instance (with
+	// secure_aggregation only).
+	SecAgg *fl.SecAggStats `json:"secagg,omitempty"`
 	// Epsilon is ε at the job's δ after this round (absent without DP).
 	Epsilon *float64 `json:"epsilon,omitempty"`
 	// Accountant names the accountant whose bound Epsilon is.
@@ -349,16 +362,20 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	if err != nil {
 		return fail("%v", err)
 	}
-	part, err := data.ParsePartitioner(spec.Population.Partition, spec.Population.DirichletAlpha, spec.Population.ShardsPerClient)
-	if err != nil {
-		return fail("%v", err)
-	}
-	fed, err := data.NewFederated(ds.train, data.Options{
-		NumClients: spec.Population.Clients, Partitioner: part, Seed: spec.Seed,
-		HeldOutFraction: spec.Population.HeldOutFraction,
-	})
-	if err != nil {
-		return fail("partitioning: %v", err)
+	devices := spec.Population.Source == "devices"
+	var fed *data.Federated
+	if !devices {
+		part, err := data.ParsePartitioner(spec.Population.Partition, spec.Population.DirichletAlpha, spec.Population.ShardsPerClient)
+		if err != nil {
+			return fail("%v", err)
+		}
+		fed, err = data.NewFederated(ds.train, data.Options{
+			NumClients: spec.Population.Clients, Partitioner: part, Seed: spec.Seed,
+			HeldOutFraction: spec.Population.HeldOutFraction,
+		})
+		if err != nil {
+			return fail("partitioning: %v", err)
+		}
 	}
 	mdl, err := model.New(spec.Model, ds.train.Dim, ds.train.Classes)
 	if err != nil {
@@ -400,19 +417,47 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		Seed:    spec.Seed,
 	}
 	var ledger *ledgerState
-	if spec.DP.Enabled {
+	var sa *fl.SecureAggregator
+	switch {
+	case spec.SecureAggregation:
+		sa = &fl.SecureAggregator{
+			Params:      dp.Params{ClipNorm: spec.DP.ClipNorm},
+			DP:          spec.DP.Enabled,
+			MinClients:  spec.SecAgg.MinClients,
+			DropoutRate: spec.SecAgg.DropoutRate,
+			Rand:        secure,
+			Dropouts:    rand.New(rand.NewPCG(spec.Seed, 0xd409)),
+			Workers:     m.workers,
+		}
+		if spec.DP.Enabled {
+			sa.Params.NoiseMultiplier = spec.DP.NoiseMultiplier
+		}
+		alg.Aggregate = sa
+	case spec.DP.Enabled:
 		alg.Aggregate = &fl.GaussianAggregator{
 			Params: dp.Params{ClipNorm: spec.DP.ClipNorm, NoiseMultiplier: spec.DP.NoiseMultiplier},
 			Rand:   secure,
 		}
+	default:
+		alg.Aggregate = fl.WeightedMean{}
+	}
+	if spec.DP.Enabled {
 		if ledger, err = m.openLedger(j.ID, spec); err != nil {
 			return fail("%v", err)
 		}
-	} else {
-		alg.Aggregate = fl.WeightedMean{}
 	}
 	eval := fl.NewEvaluator(mdl, m.workers)
-	population := fed.NumClients()
+	runRound := func(r int) (fl.RoundStats, error) {
+		cohort := sampler.Sample(fed.NumClients(), secure)
+		return alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(fed.NumClients()))
+	}
+	if devices {
+		dev := &deviceRunner{m: m, jobID: j.ID, spec: spec, server: server, secure: secure, noise: dp.Params{ClipNorm: spec.DP.ClipNorm}}
+		if spec.DP.Enabled {
+			dev.noise.NoiseMultiplier = spec.DP.NoiseMultiplier
+		}
+		runRound = func(r int) (fl.RoundStats, error) { return dev.round(ctx, r, sa.Attempt, params) }
+	}
 
 	for r := j.Round + 1; r <= spec.Rounds; r++ {
 		if ctx.Err() != nil {
@@ -433,24 +478,40 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			e := ledger.current.Epsilon()
 			eps, accountant = &e, ledger.current.Best.Accountant
 		}
-		cohort := sampler.Sample(population, secure)
-		st, err := alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(population))
-		if err != nil {
+		// An attempt that secure aggregation aborts below its threshold
+		// reveals no sum, so a retry with a fresh cohort is still the one
+		// release that the round's single ledger event covers.
+		var st fl.RoundStats
+		for attempt := 1; ; attempt++ {
+			if sa != nil {
+				sa.Attempt = attempt
+			}
+			st, err = runRound(r)
+			if err == nil {
+				break
+			}
 			if ctx.Err() != nil {
 				return stopped()
+			}
+			if errors.Is(err, secagg.ErrTooFewSurvivors) && attempt < spec.SecAgg.MaxAttempts {
+				m.log.Warn("secure aggregation aborted; retrying the round", "job", j.ID, "round", r, "attempt", attempt, "err", err)
+				continue
 			}
 			return fail("round %d: %v", r, err)
 		}
 		met := RoundMetrics{
 			Round: r, Cohort: st.Cohort, Examples: st.Examples, TrainLoss: st.TrainLoss,
 			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected,
-			Epsilon: eps, Accountant: accountant,
+			Epsilon: eps, Accountant: accountant, SecAgg: st.SecAgg,
 		}
 		if r%spec.EvalEvery == 0 || r == spec.Rounds {
 			t := eval.Dataset(params, ds.test)
 			met.Test = &t
-			if c, ok := eval.Clients(params, fed); ok {
-				met.Clients = &c
+			// Devices keep their data: only the server's test split is scored.
+			if fed != nil {
+				if c, ok := eval.Clients(params, fed); ok {
+					met.Clients = &c
+				}
 			}
 		}
 		met.Seconds = time.Since(start).Seconds()

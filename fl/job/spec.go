@@ -40,12 +40,48 @@ type Spec struct {
 	// initialisation, local shuffles. Privacy randomness (cohort sampling
 	// under DP, noise) is never derived from it.
 	Seed uint64 `json:"seed"`
-	// SecureAggregation asks for secure aggregation; not yet available.
+	// SecureAggregation runs every round's aggregation through the secure
+	// aggregation protocol (secagg: Bonawitz et al. 2017 with the SecAgg+
+	// graph of Bell et al. 2020): the server learns only the sum of the
+	// cohort's clipped, fixed-point-encoded updates. Clients then clip to
+	// dp.clip_norm themselves and the mean is uniform over the cohort,
+	// with or without DP.
 	SecureAggregation bool `json:"secure_aggregation"`
+	// SecAgg tunes the protocol; used only with SecureAggregation.
+	SecAgg SecAggSpec `json:"secagg"`
+}
+
+// SecAggSpec tunes secure aggregation.
+type SecAggSpec struct {
+	// DropoutRate is, for simulated clients, the probability that a
+	// sampled client drops out of the protocol (at a uniformly chosen
+	// stage); for the protocol's parameters it is the expected dropout
+	// fraction that the threshold must tolerate. In [0, 0.5].
+	DropoutRate float64 `json:"dropout_rate"`
+	// MinClients is the smallest cohort the protocol runs with (≥ 2);
+	// below it, or below the threshold after dropouts, the attempt aborts
+	// without revealing a sum and the round is retried.
+	MinClients int `json:"min_clients"`
+	// MaxAttempts bounds the retries of an aborted round before the job
+	// fails.
+	MaxAttempts int `json:"max_attempts"`
+	// StageTimeoutSeconds is, with devices, how long the server waits for
+	// the cohort in each protocol stage before going on without the late
+	// clients.
+	StageTimeoutSeconds float64 `json:"stage_timeout_seconds"`
+	// JoinTimeoutSeconds is, with devices, how long a round stays open for
+	// devices to join before it starts with those present (at least
+	// MinClients; otherwise it keeps waiting).
+	JoinTimeoutSeconds float64 `json:"join_timeout_seconds"`
 }
 
 // PopulationSpec describes how the training set is split into users.
 type PopulationSpec struct {
+	// Source is "simulated" (the default: the server simulates every
+	// client on a partition of the dataset) or "devices": real
+	// participants (dpfl-client participate) join each round with their
+	// own data, over secure aggregation.
+	Source string `json:"source"`
 	// Clients is the population size N.
 	Clients int `json:"clients"`
 	// Partition is "iid", "dirichlet" (label skew, Hsu et al. 2019) or
@@ -117,7 +153,7 @@ func DefaultSpec() Spec {
 		Dataset: "fashion-mnist",
 		Model:   "logreg",
 		Population: PopulationSpec{
-			Clients: 6000, Partition: "dirichlet", DirichletAlpha: 1, ShardsPerClient: 2,
+			Source: "simulated", Clients: 6000, Partition: "dirichlet", DirichletAlpha: 1, ShardsPerClient: 2,
 		},
 		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
 		Rounds:    300,
@@ -126,6 +162,7 @@ func DefaultSpec() Spec {
 		DP:        DPSpec{Enabled: true, ClipNorm: 0.5, NoiseMultiplier: 1, Delta: 1e-5},
 		EvalEvery: 10,
 		Seed:      1,
+		SecAgg:    SecAggSpec{MinClients: 3, MaxAttempts: 3, StageTimeoutSeconds: 30, JoinTimeoutSeconds: 60},
 	}
 }
 
@@ -168,6 +205,8 @@ func (s Spec) Validate(trainSize int) error {
 	}
 	p := s.Population
 	switch {
+	case p.Source != "simulated" && p.Source != "devices":
+		return bad("population.source", "unknown source %q (known: simulated, devices)", p.Source)
 	case p.Clients < 1 || p.Clients > MaxClients:
 		return bad("population.clients", "must be in [1, %d], got %d", MaxClients, p.Clients)
 	case p.Clients > trainSize:
@@ -228,8 +267,32 @@ func (s Spec) Validate(trainSize int) error {
 	if s.EvalEvery < 1 {
 		return bad("eval_every", "must be ≥ 1, got %d", s.EvalEvery)
 	}
+	if p.Source == "devices" {
+		switch {
+		case !s.SecureAggregation:
+			return bad("secure_aggregation", "must be true when population.source is devices: real participants send their updates only through secure aggregation")
+		case s.Sampling.Scheme != "fixed":
+			return bad("sampling.scheme", "must be fixed when population.source is devices: the server cannot Poisson-sample devices it does not know; sampling.cohort_size is the most devices per round")
+		}
+	}
 	if s.SecureAggregation {
-		return bad("secure_aggregation", "is not available yet in this version of dpfl")
+		a := s.SecAgg
+		switch {
+		case !s.DP.Enabled && !(s.DP.ClipNorm > 0 && finite(s.DP.ClipNorm)):
+			return bad("dp.clip_norm", "must be a finite number > 0 with secure_aggregation (it bounds the fixed-point range), got %v", s.DP.ClipNorm)
+		case !(a.DropoutRate >= 0 && a.DropoutRate <= 0.5):
+			return bad("secagg.dropout_rate", "must be in [0, 0.5], got %v", a.DropoutRate)
+		case a.MinClients < 2:
+			return bad("secagg.min_clients", "must be ≥ 2 (one client's sum is its update), got %d", a.MinClients)
+		case a.MaxAttempts < 1 || a.MaxAttempts > 100:
+			return bad("secagg.max_attempts", "must be in [1, 100], got %d", a.MaxAttempts)
+		case !(a.StageTimeoutSeconds > 0 && a.StageTimeoutSeconds <= 3600):
+			return bad("secagg.stage_timeout_seconds", "must be in (0, 3600], got %v", a.StageTimeoutSeconds)
+		case !(a.JoinTimeoutSeconds > 0 && a.JoinTimeoutSeconds <= 86400):
+			return bad("secagg.join_timeout_seconds", "must be in (0, 86400], got %v", a.JoinTimeoutSeconds)
+		case s.Sampling.Scheme == "fixed" && s.Sampling.CohortSize < a.MinClients:
+			return bad("sampling.cohort_size", "must be ≥ secagg.min_clients = %d with secure_aggregation, got %d", a.MinClients, s.Sampling.CohortSize)
+		}
 	}
 	return nil
 }

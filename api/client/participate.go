@@ -1,0 +1,82 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/secagg"
+)
+
+// RoundStatus polls the open round of a devices job.
+func (c *Client) RoundStatus(ctx context.Context, jobID string) (job.RoundStatus, error) {
+	var st job.RoundStatus
+	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID)+"/participate", nil, &st)
+	return st, err
+}
+
+// Participation is one device's part in one round: the credential that
+// Join returned, used by every later message.
+type Participation struct {
+	c    *Client
+	path string
+	Info job.JoinInfo
+}
+
+// Join admits this device to the open round of a devices job.
+func (c *Client) Join(ctx context.Context, jobID string) (*Participation, error) {
+	p := &Participation{c: c, path: "/v1/jobs/" + url.PathEscape(jobID) + "/participate"}
+	if err := c.do(ctx, http.MethodPost, p.path+"/join", nil, &p.Info); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Participation) post(ctx context.Context, stage string, msg any) error {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return err
+	}
+	return p.c.do(ctx, http.MethodPost, p.path+"/"+stage, body, nil, job.ClientTokenHeader, p.Info.Token)
+}
+
+func (p *Participation) get(ctx context.Context, stage string, out any) error {
+	return p.c.do(ctx, http.MethodGet, p.path+"/"+stage, nil, out, job.ClientTokenHeader, p.Info.Token)
+}
+
+// Advertise sends round 0's public keys.
+func (p *Participation) Advertise(ctx context.Context, m secagg.AdvertiseMsg) error {
+	return p.post(ctx, "advertise", m)
+}
+
+// Keys fetches the neighbours' public keys (stage share_keys).
+func (p *Participation) Keys(ctx context.Context) (m secagg.KeysMsg, err error) {
+	return m, p.get(ctx, "keys", &m)
+}
+
+// ShareKeys sends the encrypted shares.
+func (p *Participation) ShareKeys(ctx context.Context, m secagg.ShareKeysMsg) error {
+	return p.post(ctx, "shares", m)
+}
+
+// Shares fetches the shares addressed to this device (stage masked_input).
+func (p *Participation) Shares(ctx context.Context) (m secagg.SharesMsg, err error) {
+	return m, p.get(ctx, "shares", &m)
+}
+
+// MaskedInput sends the masked input.
+func (p *Participation) MaskedInput(ctx context.Context, m secagg.MaskedInputMsg) error {
+	return p.post(ctx, "masked-input", m)
+}
+
+// UnmaskRequest fetches what the server asks to unmask (stage unmask).
+func (p *Participation) UnmaskRequest(ctx context.Context) (m secagg.UnmaskRequestMsg, err error) {
+	return m, p.get(ctx, "unmask", &m)
+}
+
+// Unmask sends the unmasking shares.
+func (p *Participation) Unmask(ctx context.Context, m secagg.UnmaskMsg) error {
+	return p.post(ctx, "unmask", m)
+}

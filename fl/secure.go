@@ -1,0 +1,332 @@
+package fl
+
+import (
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync"
+
+	"github.com/dpfl/dpfl/dp"
+	"github.com/dpfl/dpfl/secagg"
+	"github.com/dpfl/dpfl/simd"
+)
+
+// SecAggStats describes one round's secure aggregation instance.
+type SecAggStats struct {
+	// Clients is |U1|, the clients that advertised keys.
+	Clients int `json:"clients"`
+	// Survivors is |U3|, the clients whose inputs the sum holds.
+	Survivors int `json:"survivors"`
+	// Dropped is Clients − Survivors.
+	Dropped int `json:"dropped"`
+	// Neighbors and Threshold are the instance's k and t.
+	Neighbors int `json:"neighbors"`
+	Threshold int `json:"threshold"`
+	// FracBits is the fixed-point precision f of the encoding.
+	FracBits int `json:"frac_bits"`
+	// Attempt numbers the instance within its round (1 unless earlier
+	// attempts aborted below threshold).
+	Attempt int `json:"attempt"`
+}
+
+// EncodeSecureInput is a client's side of secure aggregation: it clips
+// delta in place to L2 norm C − s and writes its stochastic fixed-point
+// encoding into dst (len(dst) = len(delta)), where s = enc.RoundingSlack(d)
+// bounds the norm that rounding can add, so the encoded update's norm
+// stays ≤ C: the sensitivity the DP analysis assumes (McMahan et al. 2018,
+// Algorithm 1, π(Δ, C)). It returns the norm before clipping. A
+// delta with NaN/Inf is refused (dp.ErrNonFinite); so is a clip norm that
+// the rounding slack would swallow.
+func EncodeSecureInput(dst []uint32, delta []float32, clip float64, enc secagg.Encoding, rng *rand.Rand) (norm float64, err error) {
+	if len(dst) != len(delta) {
+		return 0, fmt.Errorf("fl: encoded input has %d values, update has %d", len(dst), len(delta))
+	}
+	if !simd.AllFinite(delta) {
+		return 0, dp.ErrNonFinite
+	}
+	c := clip - enc.RoundingSlack(len(delta))
+	if !(c > 0) {
+		return 0, fmt.Errorf("fl: clip norm %g leaves no room for the rounding slack %g of %d-bit fixed point", clip, enc.RoundingSlack(len(delta)), enc.FracBits)
+	}
+	norm = simd.ClipToNorm(delta, c)
+	enc.Encode(dst, delta, rng)
+	return norm, nil
+}
+
+// ReleaseSecureSum is the server's side: it decodes the unmasked sum
+// Σ x̃_i of the survivors' encoded updates and writes dst = (Σ x̃_i +
+// N(0, (z·C)² I)) / denominator (dp.Release; z = 0 adds no noise).
+// scratch must have len(sum); dst too.
+func ReleaseSecureSum(dst []float32, scratch []float64, sum []uint32, enc secagg.Encoding, p dp.Params, denominator float64, rng *rand.Rand) {
+	enc.Decode(scratch, sum)
+	for i, v := range scratch {
+		dst[i] = float32(v)
+	}
+	dp.Release(dst, dst, p, denominator, rng)
+}
+
+// SecureAggregator aggregates a simulated cohort through the full secure
+// aggregation protocol (package secagg): every sampled client gets real
+// keys, Shamir shares and masks, so a simulated job runs the code a
+// deployment runs, dropouts included. The server side sees only the
+// unmasked sum. Under DP the server adds N(0, (z·C)²) to the decoded sum
+// and divides by the expected cohort size; without DP it divides by the
+// number of survivors (uniform weighting: the protocol reveals no
+// per-client example counts). DP noise stays central (issue: distributed
+// noise is future work).
+type SecureAggregator struct {
+	// Params holds C and z (z = 0 without DP).
+	Params dp.Params
+	// DP selects the denominator: the expected cohort (true) or the
+	// survivors (false).
+	DP bool
+	// MinClients is the smallest cohort the protocol runs with.
+	MinClients int
+	// DropoutRate is the probability that a simulated client drops out,
+	// at a uniformly chosen stage after advertising keys; also the rate
+	// secagg.ChooseParams plans for.
+	DropoutRate float64
+	// Rand is the secure source of noise and stochastic rounding.
+	Rand *rand.Rand
+	// Dropouts draws the simulated dropouts (simulation randomness).
+	Dropouts *rand.Rand
+	// Workers runs the clients' protocol steps in parallel (≤ 0:
+	// GOMAXPROCS).
+	Workers int
+	// Attempt is copied into the stats (the runner numbers retries).
+	Attempt int
+}
+
+// NewAccumulator keeps each client's delta until the round's protocol
+// runs: the simulated clients hold their own inputs.
+func (s *SecureAggregator) NewAccumulator(dim int) Accumulator {
+	return &heldInputs{dim: dim}
+}
+
+type heldInputs struct {
+	dim    int
+	deltas [][]float32
+	spare  [][]float32
+}
+
+func (h *heldInputs) Add(delta []float32, _ int) error {
+	if len(delta) != h.dim {
+		return fmt.Errorf("fl: update has %d values, model has %d", len(delta), h.dim)
+	}
+	if !simd.AllFinite(delta) {
+		return dp.ErrNonFinite
+	}
+	var d []float32
+	if n := len(h.spare); n > 0 {
+		d, h.spare = h.spare[n-1], h.spare[:n-1]
+	} else {
+		d = make([]float32, h.dim)
+	}
+	copy(d, delta)
+	h.deltas = append(h.deltas, d)
+	return nil
+}
+
+func (h *heldInputs) Reset() {
+	h.spare = append(h.spare, h.deltas...)
+	h.deltas = h.deltas[:0]
+}
+
+// simulated dropout stages: a client drops before the stage's message.
+const (
+	dropNever = iota
+	dropBeforeShareKeys
+	dropBeforeMaskedInput
+	dropBeforeUnmask
+)
+
+// Release runs one protocol instance among the held inputs. It returns
+// an error wrapping secagg.ErrTooFewSurvivors when the instance aborts
+// (too few clients or survivors): nothing is released, and the caller may
+// retry the round with a fresh cohort.
+func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected float64) (AggregateStats, error) {
+	var inputs [][]float32
+	for _, a := range accs {
+		inputs = append(inputs, a.(*heldInputs).deltas...)
+	}
+	d := len(dst)
+	n := len(inputs)
+	st := AggregateStats{Clients: n}
+	if n < max(s.MinClients, 2) {
+		return st, fmt.Errorf("fl: %d clients reported, secure aggregation needs %d: %w", n, max(s.MinClients, 2), secagg.ErrTooFewSurvivors)
+	}
+	enc, err := secagg.NewEncoding(n, s.Params.ClipNorm)
+	if err != nil {
+		return st, err
+	}
+	var session [16]byte
+	if _, err := crand.Read(session[:]); err != nil {
+		return st, err
+	}
+	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session[:], Dim: d, MinClients: s.MinClients, DropoutRate: s.DropoutRate})
+	if err != nil {
+		return st, err
+	}
+	drop := make([]int, n)
+	for i := range drop {
+		if s.DropoutRate > 0 && s.Dropouts.Float64() < s.DropoutRate {
+			drop[i] = dropBeforeShareKeys + s.Dropouts.IntN(3)
+		}
+	}
+	clients := make([]*secagg.Client, n)
+	for i := range clients {
+		c, adv, err := secagg.NewClient(secagg.ClientID(i+1), session[:], crand.Reader)
+		if err != nil {
+			return st, err
+		}
+		clients[i] = c
+		if err := srv.Advertise(adv); err != nil {
+			return st, err
+		}
+	}
+	if err := srv.CloseAdvertise(); err != nil {
+		return st, err
+	}
+	first, err := srv.Keys(1)
+	if err != nil {
+		return st, err
+	}
+	params := first.Params
+	alive := func(stage int) func(i int) bool {
+		return func(i int) bool { return drop[i] == dropNever || drop[i] > stage }
+	}
+	err = s.each(n, alive(dropBeforeShareKeys), func(i int, _ *worker32) error {
+		keys, err := srv.Keys(secagg.ClientID(i + 1))
+		if err != nil {
+			return err
+		}
+		msg, err := clients[i].ShareKeys(keys)
+		if err != nil {
+			return err
+		}
+		return srv.ShareKeys(msg)
+	})
+	if err != nil {
+		return st, err
+	}
+	if err := srv.CloseShareKeys(); err != nil {
+		return st, err
+	}
+	var normMu sync.Mutex
+	var normSum float64
+	var clipped int
+	clipTo := s.Params.ClipNorm - enc.RoundingSlack(d)
+	err = s.each(n, alive(dropBeforeMaskedInput), func(i int, w *worker32) error {
+		shares, err := srv.Shares(secagg.ClientID(i + 1))
+		if err != nil {
+			return err
+		}
+		norm, err := EncodeSecureInput(w.buf(d), inputs[i], s.Params.ClipNorm, enc, w.rng)
+		if err != nil {
+			return err
+		}
+		normMu.Lock()
+		normSum += norm
+		if norm > clipTo {
+			clipped++
+		}
+		normMu.Unlock()
+		msg, err := clients[i].MaskedInput(shares, w.enc)
+		if err != nil {
+			return err
+		}
+		return srv.MaskedInput(msg)
+	})
+	if err != nil {
+		return st, err
+	}
+	if err := srv.CloseMaskedInput(); err != nil {
+		return st, err
+	}
+	err = s.each(n, alive(dropBeforeUnmask), func(i int, _ *worker32) error {
+		req, err := srv.UnmaskRequest(secagg.ClientID(i + 1))
+		if err != nil {
+			return err
+		}
+		msg, err := clients[i].Unmask(req)
+		if err != nil {
+			return err
+		}
+		return srv.Unmask(msg)
+	})
+	if err != nil {
+		return st, err
+	}
+	res, err := srv.Finish()
+	if err != nil {
+		return st, err
+	}
+	denom := float64(len(res.Survivors))
+	if s.DP {
+		denom = expected
+	}
+	ReleaseSecureSum(dst, make([]float64, d), res.Sum, enc, s.Params, denom, s.Rand)
+	st.Clients = len(res.Survivors)
+	st.SecAgg = &SecAggStats{
+		Clients: n, Survivors: len(res.Survivors), Dropped: len(res.Dropped),
+		Neighbors: params.Neighbors, Threshold: params.Threshold, FracBits: enc.FracBits, Attempt: s.Attempt,
+	}
+	if m := st.SecAgg.Survivors; m > 0 {
+		st.MeanNorm = normSum / float64(m)
+		st.ClippedFraction = float64(clipped) / float64(m)
+	}
+	return st, nil
+}
+
+// worker32 is one protocol worker's scratch: the encoded input and its own
+// secure generator for stochastic rounding.
+type worker32 struct {
+	enc []uint32
+	rng *rand.Rand
+}
+
+func (w *worker32) buf(d int) []uint32 {
+	if cap(w.enc) < d {
+		w.enc = make([]uint32, d)
+	}
+	w.enc = w.enc[:d]
+	return w.enc
+}
+
+// each runs f for every client i < n with keep(i), on parallel workers,
+// and returns the first error.
+func (s *SecureAggregator) each(n int, keep func(int) bool, f func(i int, w *worker32) error) error {
+	workers := s.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	next := make(chan int)
+	errs := make([]error, workers)
+	var wg sync.WaitGroup
+	for k := range workers {
+		rng, err := dp.NewSecureRand()
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := &worker32{rng: rng}
+			for i := range next {
+				if errs[k] == nil {
+					errs[k] = f(i, w)
+				}
+			}
+		}()
+	}
+	for i := range n {
+		if keep(i) {
+			next <- i
+		}
+	}
+	close(next)
+	wg.Wait()
+	return errors.Join(errs...)
+}
