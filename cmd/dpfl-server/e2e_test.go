@@ -22,7 +22,7 @@ import (
 // These tests run the real dpfl-server binary on a loopback port and drive
 // it with the real client package, as a user would.
 
-var serverBin string
+var serverBin, clientBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "dpfl-e2e")
@@ -30,10 +30,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	serverBin = filepath.Join(dir, "dpfl-server")
-	out, err := exec.Command("go", "build", "-o", serverBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "building dpfl-server: %v\n%s", err, out)
-		os.Exit(1)
+	clientBin = filepath.Join(dir, "dpfl-client")
+	for bin, pkg := range map[string]string{serverBin: ".", clientBin: "../dpfl-client"} {
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, out)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
