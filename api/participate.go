@@ -2,11 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/secagg"
 )
 
 // MaxUpdateBytes bounds a participant's message: a masked input is d ring
@@ -32,26 +34,31 @@ func (h handlers) participate(g *echo.Group) {
 		}
 		return c.JSON(http.StatusOK, info)
 	})
-	g.POST("/jobs/:id/participate/advertise", post(h.m.Advertise))
+	g.POST("/jobs/:id/participate/advertise", post(h.m, h.m.Advertise))
 	g.GET("/jobs/:id/participate/keys", get(h.m.Keys))
-	g.POST("/jobs/:id/participate/shares", post(h.m.ShareKeys))
+	g.POST("/jobs/:id/participate/shares", post(h.m, h.m.ShareKeys))
 	g.GET("/jobs/:id/participate/shares", get(h.m.Shares))
-	g.POST("/jobs/:id/participate/masked-input", post(h.m.MaskedInput))
+	g.POST("/jobs/:id/participate/masked-input", post(h.m, h.m.MaskedInput))
 	g.GET("/jobs/:id/participate/unmask", get(h.m.UnmaskRequest))
-	g.POST("/jobs/:id/participate/unmask", post(h.m.Unmask))
+	g.POST("/jobs/:id/participate/unmask", post(h.m, h.m.Unmask))
 }
 
 // post binds a protocol message strictly (an unknown field is a
 // malformed message) and hands it to the manager.
-func post[M any](accept func(jobID, token string, msg M) error) echo.HandlerFunc {
+func post[M any](m *job.Manager, accept func(jobID, token string, msg M) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		jobID, token := c.Param("id"), c.Request().Header.Get(job.ClientTokenHeader)
 		var msg M
 		dec := json.NewDecoder(c.Request().Body)
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&msg); err != nil {
-			return &job.ValidationError{Field: "body", Rule: "malformed protocol message: " + err.Error()}
+			err = fmt.Errorf("malformed protocol message: %w", err)
+			if id, ok := m.DeviceClient(jobID, token); ok {
+				return &secagg.PeerError{Client: id, Err: err}
+			}
+			return &job.ValidationError{Field: "body", Rule: err.Error()}
 		}
-		if err := accept(c.Param("id"), c.Request().Header.Get(job.ClientTokenHeader), msg); err != nil {
+		if err := accept(jobID, token, msg); err != nil {
 			return err
 		}
 		return c.NoContent(http.StatusNoContent)

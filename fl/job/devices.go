@@ -174,6 +174,20 @@ func (m *Manager) Join(jobID string) (JoinInfo, error) {
 	return info, nil
 }
 
+// DeviceClient returns the client ID that token holds in the job's open
+// round (ok false if none), so that a message refused before it reaches
+// the protocol can still name its sender.
+func (m *Manager) DeviceClient(jobID, token string) (id secagg.ClientID, ok bool) {
+	dr := m.liveRound(jobID)
+	if dr == nil {
+		return 0, false
+	}
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	id, ok = dr.tokens[token]
+	return id, ok
+}
+
 // device finds the round and client ID of a credential and checks that
 // the round is in stage want.
 func (m *Manager) device(jobID, token, want string) (*deviceRound, secagg.ClientID, error) {
