@@ -2,7 +2,6 @@ package fl
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/dpfl/dpfl/simd"
 )
@@ -45,18 +44,4 @@ func (s *SGD) UnmarshalState(b []byte) error {
 		return fmt.Errorf("fl: sgd server optimizer has no state, got %d bytes", len(b))
 	}
 	return nil
-}
-
-// NewServerOptimizer returns the optimizer named name with server learning
-// rate lr. Known: "sgd". The FedOpt family (momentum, Adagrad, Adam, Yogi)
-// plugs in here.
-func NewServerOptimizer(name string, lr float64) (ServerOptimizer, error) {
-	if !(lr > 0) || math.IsInf(lr, 0) {
-		return nil, fmt.Errorf("server learning rate must be a finite number > 0, got %v", lr)
-	}
-	switch name {
-	case "sgd", "":
-		return &SGD{LR: float32(lr)}, nil
-	}
-	return nil, fmt.Errorf("unknown server optimizer %q (known: sgd)", name)
 }

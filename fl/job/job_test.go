@@ -183,7 +183,6 @@ func TestSpecValidation(t *testing.T) {
 		`{"rounds":0}`:                                                              "rounds",
 		`{"client":{"lr":-1}}`:                                                      "client.lr",
 		`{"client":{"batch_size":0}}`:                                               "client.batch_size",
-		`{"server":{"optimizer":"adam"}}`:                                           "server.optimizer",
 		`{"dp":{"clip_norm":0}}`:                                                    "dp.clip_norm",
 		`{"dp":{"noise_multiplier":0}}`:                                             "dp.noise_multiplier",
 		`{"dp":{"delta":0}}`:                                                        "dp.delta",
@@ -197,6 +196,12 @@ func TestSpecValidation(t *testing.T) {
 		`{"secure_aggregation":true,"dp":{"enabled":false,"clip_norm":0}}`:          "dp.clip_norm",
 		`{"secure_aggregation":true,"sampling":{"scheme":"fixed","cohort_size":2}}`: "sampling.cohort_size",
 		`{"eval_every":0}`:                                                          "eval_every",
+		`{"server":{"optimizer":"lamb"}}`:                                           "server.optimizer",
+		`{"server":{"optimizer":"adam","beta1":1}}`:                                 "server.beta1",
+		`{"server":{"optimizer":"yogi","beta2":-0.5}}`:                              "server.beta2",
+		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
+		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
+		`{"server":{"lr":0}}`:                                                       "server.lr",
 		`{"dataset":"cifar10"}`:                                                     "dataset",
 	}
 	for body, field := range cases {
@@ -213,8 +218,29 @@ func TestSpecValidation(t *testing.T) {
 	if err != nil || s.Validate(60000) != nil {
 		t.Fatalf("the empty job (all defaults) is invalid: %v", err)
 	}
+	for _, opt := range []string{"momentum", "adagrad", "adam", "yogi"} {
+		s, err := ParseSpec([]byte(`{"server":{"optimizer":"` + opt + `","lr":0.01}}`))
+		if err != nil || s.Validate(60000) != nil {
+			t.Fatalf("server optimizer %s with default hyperparameters is invalid: %v", opt, err)
+		}
+	}
 	b, _ := json.Marshal(DefaultSpec())
 	if back, err := ParseSpec(b); err != nil || back != DefaultSpec() {
 		t.Fatalf("spec JSON round trip: %v", err)
+	}
+}
+
+// Every FedOpt server optimizer trains a job end to end (its state
+// checkpointed every round) well past chance (10%).
+func TestServerOptimizersTrainJobs(t *testing.T) {
+	m := manager(t)
+	for opt, lr := range map[string]float64{"momentum": 0.5, "adagrad": 0.03, "adam": 0.01, "yogi": 0.01} {
+		st := runToEnd(t, m, small(t, func(s *Spec) {
+			s.Server.Optimizer, s.Server.LR = opt, lr
+			s.DP.Enabled = false
+		}))
+		if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+			t.Errorf("%s (η_s = %g): %s, test %+v", opt, lr, st.State, st.LatestTest)
+		}
 	}
 }

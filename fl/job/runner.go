@@ -381,7 +381,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	if err != nil {
 		return fail("%v", err)
 	}
-	server, err := fl.NewServerOptimizer(spec.Server.Optimizer, spec.Server.LR)
+	server, err := fl.NewServerOptimizer(spec.Server.OptConfig())
 	if err != nil {
 		return fail("%v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/model"
 )
 
@@ -114,10 +115,23 @@ type ClientSpec struct {
 	LR        float64 `json:"lr"`
 }
 
-// ServerSpec is the server optimizer (fl.NewServerOptimizer).
+// ServerSpec is the server optimizer (fl.NewServerOptimizer): "sgd"
+// (FedAvg), "momentum" (FedAvgM), or FedAdagrad, FedAdam, FedYogi of Reddi
+// et al. 2021, Algorithm 2.
 type ServerSpec struct {
 	Optimizer string  `json:"optimizer"`
 	LR        float64 `json:"lr"`
+	// Momentum is FedAvgM's β.
+	Momentum float64 `json:"momentum"`
+	// Beta1, Beta2 and Tau are the adaptive optimizers' β1, β2 and τ.
+	Beta1 float64 `json:"beta1"`
+	Beta2 float64 `json:"beta2"`
+	Tau   float64 `json:"tau"`
+}
+
+// OptConfig is the spec as fl's optimizer configuration.
+func (s ServerSpec) OptConfig() fl.ServerOptConfig {
+	return fl.ServerOptConfig{Name: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Beta1: s.Beta1, Beta2: s.Beta2, Tau: s.Tau}
 }
 
 // DPSpec is the job's user-level DP (McMahan et al. 2018).
@@ -158,12 +172,17 @@ func DefaultSpec() Spec {
 		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
 		Rounds:    300,
 		Client:    ClientSpec{Epochs: 1, BatchSize: 20, LR: 0.1},
-		Server:    ServerSpec{Optimizer: "sgd", LR: 1},
+		Server:    defaultServer(),
 		DP:        DPSpec{Enabled: true, ClipNorm: 0.5, NoiseMultiplier: 1, Delta: 1e-5},
 		EvalEvery: 10,
 		Seed:      1,
 		SecAgg:    SecAggSpec{MinClients: 3, MaxAttempts: 3, StageTimeoutSeconds: 30, JoinTimeoutSeconds: 60},
 	}
+}
+
+func defaultServer() ServerSpec {
+	d := fl.DefaultServerOptConfig()
+	return ServerSpec{Optimizer: d.Name, LR: d.LR, Momentum: d.Momentum, Beta1: d.Beta1, Beta2: d.Beta2, Tau: d.Tau}
 }
 
 // ParseSpec decodes a JSON job over DefaultSpec. Unknown fields are an
@@ -243,11 +262,12 @@ func (s Spec) Validate(trainSize int) error {
 	case !(c.LR > 0 && finite(c.LR)):
 		return bad("client.lr", "must be a finite number > 0, got %v", c.LR)
 	}
-	if s.Server.Optimizer != "sgd" {
-		return bad("server.optimizer", "unknown optimizer %q (known: sgd)", s.Server.Optimizer)
+	if !slices.Contains(fl.ServerOptimizerNames(), s.Server.Optimizer) {
+		return bad("server.optimizer", "unknown optimizer %q (known: %s)", s.Server.Optimizer, strings.Join(fl.ServerOptimizerNames(), ", "))
 	}
-	if !(s.Server.LR > 0 && finite(s.Server.LR)) {
-		return bad("server.lr", "must be a finite number > 0, got %v", s.Server.LR)
+	if err := s.Server.OptConfig().Validate(); err != nil {
+		field, rule, _ := strings.Cut(err.Error(), ": ")
+		return bad("server."+field, "%s", rule)
 	}
 	if s.DP.Enabled {
 		d := s.DP
