@@ -18,8 +18,18 @@ type ClientConfig struct {
 	Epochs int
 	// BatchSize is B ≥ 1; the last batch of an epoch may be smaller.
 	BatchSize int
-	// LR is the client learning rate η_l > 0.
+	// LR is the client learning rate η_l > 0 (of round 1 when a
+	// schedule decays it).
 	LR float64
+	// Momentum is the client's heavy-ball β_l ∈ [0, 1): v ← β_l·v + g,
+	// x ← x − η_l·v. The buffer starts at 0 every round: cross-device
+	// clients keep no optimizer state between rounds. 0 is plain SGD.
+	Momentum float64
+	// ProxMu is FedProx's μ ≥ 0 (Li et al. 2020, "Federated Optimization
+	// in Heterogeneous Networks", eq. 2): the local objective gains
+	// μ/2·‖x − x_t‖², so every local step adds μ(x − x_t) to the
+	// gradient. μ = 0 is FedAvg, bit for bit.
+	ProxMu float64
 }
 
 // Validate reports the first field that breaks its rule.
@@ -31,6 +41,10 @@ func (c ClientConfig) Validate() error {
 		return fmt.Errorf("client.batch_size must be ≥ 1, got %d", c.BatchSize)
 	case !(c.LR > 0) || math.IsInf(c.LR, 0):
 		return fmt.Errorf("client.lr must be a finite number > 0, got %v", c.LR)
+	case !(c.Momentum >= 0 && c.Momentum < 1):
+		return fmt.Errorf("client.momentum must be in [0, 1), got %v", c.Momentum)
+	case !(c.ProxMu >= 0) || math.IsInf(c.ProxMu, 0):
+		return fmt.Errorf("client.prox_mu must be a finite number ≥ 0, got %v", c.ProxMu)
 	}
 	return nil
 }
@@ -42,6 +56,7 @@ type clientTrainer struct {
 	ws     model.Workspace
 	local  []float32 // x_i
 	grad   []float32
+	vel    []float32 // momentum buffer (Momentum > 0)
 	batchX []float32
 	batchY []uint8
 	order  []int32
@@ -54,6 +69,7 @@ func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
 		ws:     m.NewWorkspace(cfg.BatchSize),
 		local:  make([]float32, d),
 		grad:   make([]float32, d),
+		vel:    make([]float32, d),
 		batchX: make([]float32, cfg.BatchSize*m.InputDim()),
 		batchY: make([]uint8, cfg.BatchSize),
 	}
@@ -62,22 +78,34 @@ func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
 // train runs ClientUpdate from the global model on the examples idx of ds
 // and leaves Δ_i = x_i − x_t in delta. It returns the mean training loss
 // over all local steps' examples (0 for a client with no examples, whose
-// Δ_i is 0). rng drives the per-epoch shuffles (simulation randomness).
-func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []int32, rng *rand.Rand) (loss float64) {
+// Δ_i is 0). It runs epochs local epochs (cfg.Epochs, or fewer for a
+// straggler) with learning rate lr (cfg.LR under its schedule). rng drives
+// the per-epoch shuffles (simulation randomness).
+func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []int32, epochs int, lr float32, rng *rand.Rand) (loss float64) {
 	copy(t.local, global)
+	clear(t.vel)
 	t.order = append(t.order[:0], idx...)
 	B, dim := t.cfg.BatchSize, ds.Dim
-	lr := float32(t.cfg.LR)
+	mu, beta := float32(t.cfg.ProxMu), float32(t.cfg.Momentum)
 	var lossSum float64
 	var seen int
-	for range t.cfg.Epochs {
+	for range epochs {
 		rng.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
 		for s := 0; s < len(t.order); s += B {
 			b := t.order[s:min(s+B, len(t.order))]
 			x, y := t.batchX[:len(b)*dim], t.batchY[:len(b)]
 			ds.Gather(x, y, b)
 			l := t.ws.LossGrad(t.local, x, y, t.grad)
-			simd.Axpy(t.local, -lr, t.grad)
+			if mu != 0 {
+				proxGrad(t.grad, mu, t.local, global)
+			}
+			step := t.grad
+			if beta != 0 {
+				simd.Scale(t.vel, beta)
+				simd.Add(t.vel, t.grad)
+				step = t.vel
+			}
+			simd.Axpy(t.local, -lr, step)
 			lossSum += l * float64(len(b))
 			seen += len(b)
 		}
@@ -87,4 +115,12 @@ func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []i
 		return 0
 	}
 	return lossSum / float64(seen)
+}
+
+// proxGrad adds FedProx's proximal gradient: g += μ·(x − x_t).
+func proxGrad(g []float32, mu float32, x, xt []float32) {
+	x, xt = x[:len(g)], xt[:len(g)]
+	for i := range g {
+		g[i] += mu * (x[i] - xt[i])
+	}
 }

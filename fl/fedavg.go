@@ -28,26 +28,45 @@ type FedAvg struct {
 	// Workers is the number of clients trained in parallel; ≤ 0 means
 	// GOMAXPROCS.
 	Workers int
-	// Seed makes the clients' local shuffles reproducible. It is
-	// simulation randomness only: privacy-critical draws (sampling, noise)
-	// never derive from it.
+	// Seed makes the clients' local shuffles and the stragglers
+	// reproducible. It is simulation randomness only: privacy-critical
+	// draws (sampling, noise) never derive from it.
 	Seed uint64
+	// Rounds is the job's T, for the cosine schedules.
+	Rounds int
+	// ClientSchedule decays Client.LR over rounds; ServerSchedule decays
+	// ServerLR, the server optimizer's base learning rate (used only when
+	// ServerSchedule is not constant).
+	ClientSchedule, ServerSchedule Schedule
+	ServerLR                       float64
+	// Stragglers is the fraction of each cohort that cannot finish its
+	// local work (FedProx's systems heterogeneity, Li et al. 2020 §5.2):
+	// each such client runs a uniformly random number of epochs in
+	// [1, E]. With DropStragglers their updates are discarded instead
+	// (FedAvg's behaviour in that paper) — under DP a discarded update
+	// only removes a contribution, so the accounted ε still holds.
+	Stragglers     float64
+	DropStragglers bool
 
 	workers []*worker
 	avg     []float32
 	pseudo  []float32
 }
 
+// stragglerStream separates the straggler draws from the shuffles.
+const stragglerStream = 0x5354524147474c45 // "STRAGGLE"
+
 type worker struct {
 	trainer *clientTrainer
 	acc     Accumulator
 	delta   []float32
 	// per-round results
-	lossSum  float64
-	examples int
-	clients  int
-	rejected int
-	err      error
+	lossSum    float64
+	examples   int
+	clients    int
+	rejected   int
+	stragglers int
+	err        error
 }
 
 // RoundStats reports one round.
@@ -62,6 +81,9 @@ type RoundStats struct {
 	TrainLoss float64
 	// Rejected counts client updates refused by the aggregator (NaN/Inf).
 	Rejected int
+	// Stragglers counts the cohort's stragglers (kept with fewer epochs,
+	// or dropped with DropStragglers).
+	Stragglers int
 }
 
 func (f *FedAvg) setup() {
@@ -95,18 +117,35 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 		return RoundStats{}, fmt.Errorf("fl: params have %d values, model %s has %d", len(params), f.Model.Name(), f.Model.NumParams())
 	}
 	f.setup()
+	lr := float32(f.Client.LR * f.ClientSchedule.Factor(round, f.Rounds))
+	if k := f.ServerSchedule.Kind; k != "" && k != "constant" {
+		f.Server.SetLR(float32(f.ServerLR * f.ServerSchedule.Factor(round, f.Rounds)))
+	}
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for _, w := range f.workers {
 		w.acc.Reset()
-		w.lossSum, w.examples, w.clients, w.rejected, w.err = 0, 0, 0, 0, nil
+		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.err = 0, 0, 0, 0, 0, nil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for id := range next {
 				c := fed.Client(id)
 				rng := rand.New(rand.NewPCG(f.Seed, uint64(round)<<32|uint64(id)))
-				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, rng)
+				epochs := f.Client.Epochs
+				if f.Stragglers > 0 {
+					// A stream of its own, so that stragglers leave the
+					// shuffles of the other clients unchanged.
+					srng := rand.New(rand.NewPCG(f.Seed^stragglerStream, uint64(round)<<32|uint64(id)))
+					if srng.Float64() < f.Stragglers {
+						w.stragglers++
+						if f.DropStragglers {
+							continue
+						}
+						epochs = 1 + srng.IntN(f.Client.Epochs)
+					}
+				}
+				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, rng)
 				w.clients++
 				if err := w.acc.Add(w.delta, len(c.Train)); err != nil {
 					w.rejected++
@@ -136,6 +175,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 		accs[i] = w.acc
 		st.Examples += w.examples
 		st.Rejected += w.rejected
+		st.Stragglers += w.stragglers
 		st.TrainLoss += w.lossSum
 	}
 	if st.Examples > 0 {

@@ -62,7 +62,7 @@ func TestRoundWithOneClientIsLocalSGD(t *testing.T) {
 		want := make([]float32, m.NumParams())
 		tr := newClientTrainer(m, cfg)
 		delta := make([]float32, m.NumParams())
-		tr.train(delta, want, ds, fed.Client(2).Train, rand.New(rand.NewPCG(5, 3<<32|2)))
+		tr.train(delta, want, ds, fed.Client(2).Train, cfg.Epochs, float32(cfg.LR), rand.New(rand.NewPCG(5, 3<<32|2)))
 		for i := range want {
 			want[i] += delta[i]
 		}

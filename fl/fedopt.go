@@ -95,6 +95,9 @@ func (o *Momentum) Step(params, g []float32) {
 	}
 }
 
+// SetLR sets η_s.
+func (o *Momentum) SetLR(lr float32) { o.LR = lr }
+
 // MarshalState returns m (little-endian float32s).
 func (o *Momentum) MarshalState() ([]byte, error) { return appendFloats(nil, o.m), nil }
 
@@ -163,6 +166,9 @@ func (o *Adaptive) Step(params, g []float32) {
 		params[i] -= o.LR * m[i] / (float32(math.Sqrt(float64(v[i]))) + o.Tau)
 	}
 }
+
+// SetLR sets η_s.
+func (o *Adaptive) SetLR(lr float32) { o.LR = lr }
 
 // MarshalState returns m then v (each a length and little-endian
 // float32s).

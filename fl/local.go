@@ -19,10 +19,10 @@ func NewLocalTrainer(m model.Model, cfg ClientConfig) *LocalTrainer {
 	return &LocalTrainer{newClientTrainer(m, cfg)}
 }
 
-// Train runs E epochs of minibatch SGD from global on the examples idx of
-// ds and writes Δ = x_local − global into delta (both of length
-// m.NumParams()). It returns the mean training loss. rng drives the
-// shuffles.
-func (l *LocalTrainer) Train(delta, global []float32, ds *data.Dataset, idx []int32, rng *rand.Rand) float64 {
-	return l.t.train(delta, global, ds, idx, rng)
+// Train runs the configured E epochs of minibatch SGD at learning rate lr
+// (the round's η_l) from global on the examples idx of ds and writes
+// Δ = x_local − global into delta (both of length m.NumParams()). It
+// returns the mean training loss. rng drives the shuffles.
+func (l *LocalTrainer) Train(delta, global []float32, ds *data.Dataset, idx []int32, lr float64, rng *rand.Rand) float64 {
+	return l.t.train(delta, global, ds, idx, l.t.cfg.Epochs, float32(lr), rng)
 }

@@ -16,6 +16,9 @@ type ServerOptimizer interface {
 	Name() string
 	// Step updates params in place given the pseudo-gradient g (same length).
 	Step(params, g []float32)
+	// SetLR sets the server learning rate η_s of the next steps (a
+	// schedule's value for the round).
+	SetLR(lr float32)
 	// MarshalState returns the optimizer state (nil when stateless).
 	MarshalState() ([]byte, error)
 	// UnmarshalState restores a state returned by MarshalState.
@@ -34,6 +37,9 @@ func (s *SGD) Name() string { return "sgd" }
 
 // Step sets params ← params − LR·g.
 func (s *SGD) Step(params, g []float32) { simd.Axpy(params, -s.LR, g) }
+
+// SetLR sets η_s.
+func (s *SGD) SetLR(lr float32) { s.LR = lr }
 
 // MarshalState returns nil: SGD is stateless.
 func (s *SGD) MarshalState() ([]byte, error) { return nil, nil }

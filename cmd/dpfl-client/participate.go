@@ -209,7 +209,7 @@ func (d *device) train(info job.JoinInfo) ([]uint32, error) {
 	if m.NumParams() != len(info.Params) {
 		return nil, fmt.Errorf("model %s on this device's data has %d parameters, the server's has %d", info.Model, m.NumParams(), len(info.Params))
 	}
-	cfg := fl.ClientConfig{Epochs: info.Client.Epochs, BatchSize: info.Client.BatchSize, LR: info.Client.LR}
+	cfg := info.Client.Config()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (d *device) train(info job.JoinInfo) ([]uint32, error) {
 		idx[i] = int32(i)
 	}
 	delta := make([]float32, len(info.Params))
-	fl.NewLocalTrainer(m, cfg).Train(delta, info.Params, d.ds, idx, rng)
+	fl.NewLocalTrainer(m, cfg).Train(delta, info.Params, d.ds, idx, info.ClientLR, rng)
 	input := make([]uint32, len(delta))
 	if _, err := fl.EncodeSecureInput(input, delta, info.ClipNorm, info.Encoding, rng); err != nil {
 		return nil, err

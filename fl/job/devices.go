@@ -74,7 +74,10 @@ type JoinInfo struct {
 	// (fl.EncodeSecureInput).
 	ClipNorm float64    `json:"clip_norm"`
 	Client   ClientSpec `json:"client"`
-	Model    string     `json:"model"`
+	// ClientLR is this round's client learning rate (client.lr under its
+	// schedule).
+	ClientLR float64 `json:"client_lr"`
+	Model    string  `json:"model"`
 	// Params is the global model x_t the round starts from.
 	Params []float32 `json:"params"`
 }
@@ -328,7 +331,8 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 		max: spec.Sampling.CohortSize, tokens: map[string]secagg.ClientID{}, answered: map[string]int{},
 		info: JoinInfo{
 			JobID: d.jobID, Round: r, Attempt: attempt, Session: session, Encoding: enc, ClipNorm: spec.DP.ClipNorm,
-			Client: spec.Client, Model: spec.Model, Params: slices.Clone(params),
+			Client: spec.Client, ClientLR: spec.Client.LR * spec.Client.LRSchedule.Factor(r, spec.Rounds),
+			Model: spec.Model, Params: slices.Clone(params),
 		},
 	}
 	stageTimeout := time.Duration(spec.SecAgg.StageTimeoutSeconds * float64(time.Second))
@@ -385,6 +389,9 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 	d.release(res.Sum, enc, denom)
 	for i, v := range d.avg {
 		d.pseudo[i] = -v
+	}
+	if k := spec.Server.LRSchedule.Kind; k != "" && k != "constant" {
+		d.server.SetLR(float32(spec.Server.LR * spec.Server.LRSchedule.Factor(r, spec.Rounds)))
 	}
 	d.server.Step(params, d.pseudo)
 	return fl.RoundStats{

@@ -202,6 +202,11 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
+		`{"client":{"momentum":1}}`:                                                 "client.momentum",
+		`{"client":{"prox_mu":-1}}`:                                                 "client.prox_mu",
+		`{"client":{"stragglers":1.5}}`:                                             "client.stragglers",
+		`{"client":{"lr_schedule":{"kind":"step"}}}`:                                "client.lr_schedule.kind",
+		`{"server":{"lr_schedule":{"kind":"exp_decay","decay_every":0}}}`:           "server.lr_schedule.decay_every",
 		`{"dataset":"cifar10"}`:                                                     "dataset",
 	}
 	for body, field := range cases {

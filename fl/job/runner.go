@@ -327,6 +327,8 @@ type RoundMetrics struct {
 	MeanUpdateNorm  float64 `json:"mean_update_norm"`
 	ClippedFraction float64 `json:"clipped_fraction"`
 	Rejected        int     `json:"rejected,omitempty"`
+	// Stragglers counts the cohort's simulated stragglers.
+	Stragglers int `json:"stragglers,omitempty"`
 	// Test is the global model on the dataset's test split, on evaluation
 	// rounds only.
 	Test *fl.Metrics `json:"test,omitempty"`
@@ -411,10 +413,17 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	}
 	alg := &fl.FedAvg{
 		Model:   mdl,
-		Client:  fl.ClientConfig{Epochs: spec.Client.Epochs, BatchSize: spec.Client.BatchSize, LR: spec.Client.LR},
+		Client:  spec.Client.Config(),
 		Server:  server,
 		Workers: m.workers,
 		Seed:    spec.Seed,
+		Rounds:  spec.Rounds,
+
+		ClientSchedule: spec.Client.LRSchedule,
+		ServerSchedule: spec.Server.LRSchedule,
+		ServerLR:       spec.Server.LR,
+		Stragglers:     spec.Client.Stragglers,
+		DropStragglers: spec.Client.DropStragglers,
 	}
 	var ledger *ledgerState
 	var sa *fl.SecureAggregator
@@ -501,7 +510,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 		met := RoundMetrics{
 			Round: r, Cohort: st.Cohort, Examples: st.Examples, TrainLoss: st.TrainLoss,
-			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected,
+			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected, Stragglers: st.Stragglers,
 			Epsilon: eps, Accountant: accountant, SecAgg: st.SecAgg,
 		}
 		if r%spec.EvalEvery == 0 || r == spec.Rounds {

@@ -108,11 +108,28 @@ type SamplingSpec struct {
 	CohortSize int `json:"cohort_size"`
 }
 
-// ClientSpec is local training (fl.ClientConfig).
+// ClientSpec is local training (fl.ClientConfig) and the cohort's
+// systems heterogeneity.
 type ClientSpec struct {
 	Epochs    int     `json:"epochs"`
 	BatchSize int     `json:"batch_size"`
 	LR        float64 `json:"lr"`
+	// LRSchedule decays LR over rounds.
+	LRSchedule fl.Schedule `json:"lr_schedule"`
+	// Momentum is the client's heavy-ball β_l (reset every round).
+	Momentum float64 `json:"momentum"`
+	// ProxMu is FedProx's μ (0: FedAvg).
+	ProxMu float64 `json:"prox_mu"`
+	// Stragglers is the fraction of each simulated cohort that runs only
+	// a random number of epochs in [1, epochs]; DropStragglers discards
+	// their updates instead.
+	Stragglers     float64 `json:"stragglers"`
+	DropStragglers bool    `json:"drop_stragglers"`
+}
+
+// Config is the spec as fl's client configuration.
+func (c ClientSpec) Config() fl.ClientConfig {
+	return fl.ClientConfig{Epochs: c.Epochs, BatchSize: c.BatchSize, LR: c.LR, Momentum: c.Momentum, ProxMu: c.ProxMu}
 }
 
 // ServerSpec is the server optimizer (fl.NewServerOptimizer): "sgd"
@@ -121,6 +138,8 @@ type ClientSpec struct {
 type ServerSpec struct {
 	Optimizer string  `json:"optimizer"`
 	LR        float64 `json:"lr"`
+	// LRSchedule decays LR over rounds.
+	LRSchedule fl.Schedule `json:"lr_schedule"`
 	// Momentum is FedAvgM's β.
 	Momentum float64 `json:"momentum"`
 	// Beta1, Beta2 and Tau are the adaptive optimizers' β1, β2 and τ.
@@ -171,7 +190,7 @@ func DefaultSpec() Spec {
 		},
 		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
 		Rounds:    300,
-		Client:    ClientSpec{Epochs: 1, BatchSize: 20, LR: 0.1},
+		Client:    ClientSpec{Epochs: 1, BatchSize: 20, LR: 0.1, LRSchedule: defaultSchedule},
 		Server:    defaultServer(),
 		DP:        DPSpec{Enabled: true, ClipNorm: 0.5, NoiseMultiplier: 1, Delta: 1e-5},
 		EvalEvery: 10,
@@ -180,9 +199,13 @@ func DefaultSpec() Spec {
 	}
 }
 
+// defaultSchedule is constant, with exp_decay's parameters at Reddi et
+// al.'s EXPDECAY (×0.1 every 500 rounds) for when kind is switched.
+var defaultSchedule = fl.Schedule{Kind: "constant", DecayRate: 0.1, DecayEvery: 500}
+
 func defaultServer() ServerSpec {
 	d := fl.DefaultServerOptConfig()
-	return ServerSpec{Optimizer: d.Name, LR: d.LR, Momentum: d.Momentum, Beta1: d.Beta1, Beta2: d.Beta2, Tau: d.Tau}
+	return ServerSpec{Optimizer: d.Name, LR: d.LR, LRSchedule: defaultSchedule, Momentum: d.Momentum, Beta1: d.Beta1, Beta2: d.Beta2, Tau: d.Tau}
 }
 
 // ParseSpec decodes a JSON job over DefaultSpec. Unknown fields are an
@@ -261,6 +284,18 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("client.batch_size", "must be in [1, 100000], got %d", c.BatchSize)
 	case !(c.LR > 0 && finite(c.LR)):
 		return bad("client.lr", "must be a finite number > 0, got %v", c.LR)
+	case !(c.Momentum >= 0 && c.Momentum < 1):
+		return bad("client.momentum", "must be in [0, 1), got %v", c.Momentum)
+	case !(c.ProxMu >= 0 && finite(c.ProxMu)):
+		return bad("client.prox_mu", "must be a finite number ≥ 0, got %v", c.ProxMu)
+	case !(c.Stragglers >= 0 && c.Stragglers <= 1):
+		return bad("client.stragglers", "must be in [0, 1], got %v", c.Stragglers)
+	}
+	for field, sch := range map[string]fl.Schedule{"client.lr_schedule": s.Client.LRSchedule, "server.lr_schedule": s.Server.LRSchedule} {
+		if err := sch.Validate(); err != nil {
+			f, rule, _ := strings.Cut(err.Error(), ": ")
+			return bad(field+"."+f, "%s", rule)
+		}
 	}
 	if !slices.Contains(fl.ServerOptimizerNames(), s.Server.Optimizer) {
 		return bad("server.optimizer", "unknown optimizer %q (known: %s)", s.Server.Optimizer, strings.Join(fl.ServerOptimizerNames(), ", "))
