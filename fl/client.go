@@ -60,6 +60,10 @@ type clientTrainer struct {
 	batchX []float32
 	batchY []uint8
 	order  []int32
+	// correction, when set, is added to every local gradient (SCAFFOLD's
+	// c − c_i); steps counts the local steps of the last train call.
+	correction []float32
+	steps      int
 }
 
 func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
@@ -89,6 +93,7 @@ func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []i
 	mu, beta := float32(t.cfg.ProxMu), float32(t.cfg.Momentum)
 	var lossSum float64
 	var seen int
+	t.steps = 0
 	for range epochs {
 		rng.Shuffle(len(t.order), func(i, j int) { t.order[i], t.order[j] = t.order[j], t.order[i] })
 		for s := 0; s < len(t.order); s += B {
@@ -99,6 +104,10 @@ func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []i
 			if mu != 0 {
 				proxGrad(t.grad, mu, t.local, global)
 			}
+			if t.correction != nil {
+				simd.Add(t.grad, t.correction)
+			}
+			t.steps++
 			step := t.grad
 			if beta != 0 {
 				simd.Scale(t.vel, beta)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
 
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/simd"
 )
 
 // FedAvg runs rounds of generalized FedAvg (Wang et al. 2021, Algorithm 1)
@@ -47,10 +49,34 @@ type FedAvg struct {
 	// only removes a contribution, so the accounted ε still holds.
 	Stragglers     float64
 	DropStragglers bool
+	// Scaffold, when set, runs SCAFFOLD's controlled local steps and
+	// keeps its control variates (cross-silo, not with DP).
+	Scaffold *Scaffold
+	// Normalize runs FedNova (Wang et al. 2020, "Tackling the Objective
+	// Inconsistency Problem in Heterogeneous Federated Optimization",
+	// eq. 6–7): each Δ_i is divided by ‖a_i‖₁, its number of local steps
+	// τ_i (or Σ_k (1−β^k)/(1−β) with client momentum β), and the weighted
+	// mean is multiplied by τ_eff = Σ p_i‖a_i‖₁, so that clients doing more
+	// steps no longer pull the model towards their own optimum. Only with
+	// the example-weighted mean (no DP).
+	Normalize bool
 
 	workers []*worker
 	avg     []float32
 	pseudo  []float32
+}
+
+// stepWeight is FedNova's ‖a_i‖₁ for τ local steps of SGD with momentum
+// β: Σ_{k=1..τ} (1 − β^k)/(1 − β), which is τ when β = 0.
+func stepWeight(tau int, beta float64) float64 {
+	if beta == 0 {
+		return float64(tau)
+	}
+	var a float64
+	for k := 1; k <= tau; k++ {
+		a += (1 - math.Pow(beta, float64(k))) / (1 - beta)
+	}
+	return a
 }
 
 // stragglerStream separates the straggler draws from the shuffles.
@@ -66,6 +92,8 @@ type worker struct {
 	clients    int
 	rejected   int
 	stragglers int
+	tauSum     float64 // Σ n_i‖a_i‖₁ (FedNova)
+	corr       []float32
 	err        error
 }
 
@@ -97,11 +125,19 @@ func (f *FedAvg) setup() {
 	d := f.Model.NumParams()
 	f.workers = make([]*worker, n)
 	for i := range f.workers {
-		f.workers[i] = &worker{
+		w := &worker{
 			trainer: newClientTrainer(f.Model, f.Client),
 			acc:     f.Aggregate.NewAccumulator(d),
 			delta:   make([]float32, d),
 		}
+		if f.Scaffold != nil {
+			w.corr = make([]float32, d)
+			w.trainer.correction = w.corr
+		}
+		f.workers[i] = w
+	}
+	if f.Scaffold != nil {
+		f.Scaffold.init(d)
 	}
 	f.avg = make([]float32, d)
 	f.pseudo = make([]float32, d)
@@ -125,7 +161,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	var wg sync.WaitGroup
 	for _, w := range f.workers {
 		w.acc.Reset()
-		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.err = 0, 0, 0, 0, 0, nil
+		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.tauSum, w.err = 0, 0, 0, 0, 0, 0, nil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -145,12 +181,25 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 						epochs = 1 + srng.IntN(f.Client.Epochs)
 					}
 				}
+				if f.Scaffold != nil {
+					f.Scaffold.correction(w.corr, id)
+				}
 				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, rng)
+				steps := w.trainer.steps
+				if f.Scaffold != nil && steps > 0 {
+					f.Scaffold.clientDone(id, w.delta, steps, lr)
+				}
+				var a float64
+				if f.Normalize && steps > 0 {
+					a = stepWeight(steps, f.Client.Momentum)
+					simd.Scale(w.delta, float32(1/a))
+				}
 				w.clients++
 				if err := w.acc.Add(w.delta, len(c.Train)); err != nil {
 					w.rejected++
 					continue
 				}
+				w.tauSum += a * float64(len(c.Train))
 				w.lossSum += loss * float64(len(c.Train))
 				w.examples += len(c.Train)
 			}
@@ -181,13 +230,23 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	if st.Examples > 0 {
 		st.TrainLoss /= float64(st.Examples)
 	}
+	var tauSum float64
+	for _, w := range f.workers {
+		tauSum += w.tauSum
+	}
 	agg, err := f.Aggregate.Release(f.avg, accs, expected)
 	st.AggregateStats = agg
+	if f.Scaffold != nil {
+		defer f.Scaffold.serverDone()
+	}
 	if errors.Is(err, ErrEmptyCohort) {
 		return st, nil // nothing to learn from; the model stays as it is
 	}
 	if err != nil {
 		return st, err
+	}
+	if f.Normalize && st.Examples > 0 {
+		simd.Scale(f.avg, float32(tauSum/float64(st.Examples))) // τ_eff
 	}
 	for i, v := range f.avg {
 		f.pseudo[i] = -v

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/fl/data"
@@ -202,6 +203,10 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
+		`{"algorithm":"fedsplit"}`:                                                  "algorithm",
+		`{"algorithm":"scaffold"}`:                                                  "algorithm",
+		`{"algorithm":"fednova"}`:                                                   "algorithm",
+		`{"algorithm":"scaffold","dp":{"enabled":false},"secure_aggregation":true}`: "algorithm",
 		`{"client":{"momentum":1}}`:                                                 "client.momentum",
 		`{"client":{"prox_mu":-1}}`:                                                 "client.prox_mu",
 		`{"client":{"stragglers":1.5}}`:                                             "client.stragglers",
@@ -246,6 +251,89 @@ func TestServerOptimizersTrainJobs(t *testing.T) {
 		}))
 		if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
 			t.Errorf("%s (η_s = %g): %s, test %+v", opt, lr, st.State, st.LatestTest)
+		}
+	}
+}
+
+// SCAFFOLD and FedNova jobs train, with stragglers varying the clients'
+// step counts.
+func TestCrossSiloAlgorithmsTrain(t *testing.T) {
+	m := manager(t)
+	for _, alg := range []string{"scaffold", "fednova"} {
+		st := runToEnd(t, m, small(t, func(s *Spec) {
+			s.Algorithm = alg
+			s.DP.Enabled = false
+			s.Client.Epochs = 2
+			s.Client.Stragglers = 0.5
+		}))
+		if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+			t.Errorf("%s: %s, test %+v", alg, st.State, st.LatestTest)
+		}
+	}
+}
+
+// A job whose algorithm keeps state (SCAFFOLD's control variates, FedAdam's
+// moments) stops with the server mid-way and resumes from its checkpoint in
+// a new manager over the same database.
+func TestStatefulAlgorithmsResume(t *testing.T) {
+	manager(t) // skips without the data
+	path := filepath.Join(t.TempDir(), "dpfl.db")
+	open := func() (*Manager, *storage.DB) {
+		db, err := storage.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 2, Logger: slog.New(slog.DiscardHandler)}), db
+	}
+	m, db := open()
+	const rounds = 150
+	var ids []string
+	for _, edit := range []func(*Spec){
+		func(s *Spec) { s.Algorithm, s.DP.Enabled = "scaffold", false },
+		func(s *Spec) { s.Server.Optimizer, s.Server.LR = "adam", 0.01 },
+	} {
+		j, err := m.Submit(small(t, func(s *Spec) { s.Rounds = rounds; edit(s) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	for _, id := range ids {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			j, err := db.Job(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Round >= 3 {
+				break
+			}
+			if time.Now().After(deadline) || j.State.Terminal() {
+				t.Fatalf("job %s %s at round %d", id, j.State, j.Round)
+			}
+		}
+	}
+	if err := m.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if j, _ := db.Job(id); j.State.Terminal() || j.Round >= rounds {
+			t.Fatalf("job %s already %s at round %d before the restart: nothing to resume", id, j.State, j.Round)
+		}
+	}
+	db.Close()
+	m, db = open()
+	defer db.Close()
+	if err := m.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		m.Wait(id)
+		st, err := m.Get(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State != storage.StateCompleted || st.Round != rounds {
+			t.Fatalf("resumed %s (%s): %s at round %d: %s", id, st.Spec.Algorithm, st.State, st.Round, st.Message)
 		}
 	}
 }

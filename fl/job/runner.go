@@ -3,6 +3,7 @@ package job
 import (
 	"context"
 	crand "crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -387,6 +388,10 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	if err != nil {
 		return fail("%v", err)
 	}
+	var scaffold *fl.Scaffold
+	if spec.Algorithm == "scaffold" {
+		scaffold = &fl.Scaffold{N: fed.NumClients()}
+	}
 	params := make([]float32, mdl.NumParams())
 	ck, ok, err := m.db.Checkpoint(j.ID)
 	switch {
@@ -394,7 +399,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		return fail("reading checkpoint: %v", err)
 	case ok && ck.Round == j.Round && len(ck.Params) == len(params):
 		copy(params, ck.Params)
-		if err := server.UnmarshalState(ck.OptState); err != nil {
+		if err := unmarshalAlgState(ck.OptState, server, scaffold); err != nil {
 			return fail("restoring server optimizer: %v", err)
 		}
 	case j.Round == 0:
@@ -424,6 +429,8 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		ServerLR:       spec.Server.LR,
 		Stragglers:     spec.Client.Stragglers,
 		DropStragglers: spec.Client.DropStragglers,
+		Scaffold:       scaffold,
+		Normalize:      spec.Algorithm == "fednova",
 	}
 	var ledger *ledgerState
 	var sa *fl.SecureAggregator
@@ -529,7 +536,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		if err != nil {
 			return fail("encoding metrics: %v", err)
 		}
-		state, err := server.MarshalState()
+		state, err := marshalAlgState(server, scaffold)
 		if err != nil {
 			return fail("saving server optimizer: %v", err)
 		}
@@ -548,4 +555,29 @@ func valueOr(p *float64, d float64) float64 {
 		return d
 	}
 	return *p
+}
+
+// marshalAlgState is the checkpoint's optimizer state: the server
+// optimizer's, followed for SCAFFOLD by the control variates.
+func marshalAlgState(server fl.ServerOptimizer, scaffold *fl.Scaffold) ([]byte, error) {
+	st, err := server.MarshalState()
+	if err != nil || scaffold == nil {
+		return st, err
+	}
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(st)))
+	return append(append(b, st...), scaffold.MarshalState()...), nil
+}
+
+func unmarshalAlgState(b []byte, server fl.ServerOptimizer, scaffold *fl.Scaffold) error {
+	if scaffold == nil {
+		return server.UnmarshalState(b)
+	}
+	if len(b) < 8 || binary.LittleEndian.Uint64(b) > uint64(len(b)-8) {
+		return fmt.Errorf("scaffold checkpoint state malformed (%d bytes)", len(b))
+	}
+	n := binary.LittleEndian.Uint64(b)
+	if err := server.UnmarshalState(b[8 : 8+n]); err != nil {
+		return err
+	}
+	return scaffold.UnmarshalState(b[8+n:])
 }

@@ -28,6 +28,11 @@ type Spec struct {
 	Sampling SamplingSpec `json:"sampling"`
 	// Rounds is the number of training rounds T ≥ 1.
 	Rounds int `json:"rounds"`
+	// Algorithm is "fedavg" (generalized FedAvg/FedOpt; FedProx with
+	// client.prox_mu > 0), "scaffold" (SCAFFOLD option II, stateful
+	// clients) or "fednova" (FedNova's normalized averaging). The last two
+	// are cross-silo algorithms without DP.
+	Algorithm string `json:"algorithm"`
 	// Client is the local training on each client.
 	Client ClientSpec `json:"client"`
 	// Server is the server optimizer.
@@ -190,6 +195,7 @@ func DefaultSpec() Spec {
 		},
 		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
 		Rounds:    300,
+		Algorithm: "fedavg",
 		Client:    ClientSpec{Epochs: 1, BatchSize: 20, LR: 0.1, LRSchedule: defaultSchedule},
 		Server:    defaultServer(),
 		DP:        DPSpec{Enabled: true, ClipNorm: 0.5, NoiseMultiplier: 1, Delta: 1e-5},
@@ -321,6 +327,20 @@ func (s Spec) Validate(trainSize int) error {
 	}
 	if s.EvalEvery < 1 {
 		return bad("eval_every", "must be ≥ 1, got %d", s.EvalEvery)
+	}
+	switch s.Algorithm {
+	case "fedavg", "":
+	case "scaffold", "fednova":
+		switch {
+		case s.DP.Enabled && s.Algorithm == "scaffold":
+			return bad("algorithm", "scaffold cannot run with DP: every client's control variate c_i and the server's c are functions of the clients' data that the server receives unclipped and without noise, outside DP-FedAvg's analysis; set dp.enabled false (cross-silo)")
+		case s.DP.Enabled:
+			return bad("algorithm", "fednova cannot run with DP: it weights each update by the client's number of local steps, so one user's contribution is no longer bounded by the clip norm; set dp.enabled false (cross-silo)")
+		case s.SecureAggregation || p.Source == "devices":
+			return bad("algorithm", "%s needs per-client state or step counts on the server; it runs only with simulated clients and without secure_aggregation", s.Algorithm)
+		}
+	default:
+		return bad("algorithm", "unknown algorithm %q (known: fedavg, scaffold, fednova)", s.Algorithm)
 	}
 	if p.Source == "devices" {
 		switch {
