@@ -9,7 +9,7 @@ import (
 // Model is a classifier with a flat parameter vector (layouts in the
 // package doc).
 type Model interface {
-	// Name is the registry name: "logreg" or "mlp".
+	// Name is the registry name: "logreg", "mlp" or "cnn".
 	Name() string
 	// NumParams is the length d of the flat parameter vector.
 	NumParams() int
@@ -51,7 +51,7 @@ type Workspace interface {
 var mlpHidden = []int{200, 200}
 
 // Names returns the known model names, sorted.
-func Names() []string { return []string{"logreg", "mlp"} }
+func Names() []string { return []string{"cnn", "logreg", "mlp"} }
 
 // New returns the model called name for inputs of inputDim ≥ 1 features
 // and classes ∈ [2, 256] classes (labels are uint8). An unknown name or
@@ -69,6 +69,12 @@ func New(name string, inputDim, classes int) (Model, error) {
 	case "mlp":
 		sizes := append([]int{inputDim}, mlpHidden...)
 		return newDense(name, append(sizes, classes)), nil
+	case "cnn":
+		side, err := cnnSide(inputDim)
+		if err != nil {
+			return nil, err
+		}
+		return newCNN(side, 32, 64, 128, classes, 0.25, 0.5), nil
 	}
 	return nil, fmt.Errorf("model: unknown model %q (known: %s)", name, strings.Join(Names(), ", "))
 }

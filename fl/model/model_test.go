@@ -18,15 +18,16 @@ func mustNew(t testing.TB, name string, in, classes int) Model {
 }
 
 func TestNewAndShapes(t *testing.T) {
-	if got := Names(); !slices.Equal(got, []string{"logreg", "mlp"}) {
+	if got := Names(); !slices.Equal(got, []string{"cnn", "logreg", "mlp"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	for _, c := range []struct {
 		name   string
 		params int
 	}{
-		{"logreg", 784*10 + 10},                              // 7,850
-		{"mlp", 784*200 + 200 + 200*200 + 200 + 200*10 + 10}, // 199,210 (McMahan et al. 2017, §3)
+		{"logreg", 784*10 + 10},                                         // 7,850
+		{"mlp", 784*200 + 200 + 200*200 + 200 + 200*10 + 10},            // 199,210 (McMahan et al. 2017, §3)
+		{"cnn", 32*9 + 32 + 64*288 + 64 + 128*9216 + 128 + 10*128 + 10}, // 1,199,882 (Reddi et al. 2021, Table 4)
 	} {
 		m := mustNew(t, c.name, 784, 10)
 		if m.Name() != c.name || m.NumParams() != c.params || m.InputDim() != 784 || m.NumClasses() != 10 {
@@ -36,7 +37,10 @@ func TestNewAndShapes(t *testing.T) {
 	if m := mustNew(t, "mlp", 5, 3); m.NumParams() != 5*200+200+200*200+200+3*200+3 {
 		t.Errorf("mlp 5→3 has %d params", m.NumParams())
 	}
-	_, err := New("cnn", 784, 10)
+	if _, err := New("cnn", 60, 10); err == nil || !strings.Contains(err.Error(), "square") {
+		t.Errorf("cnn on 60 features: %v, want an error about square images", err)
+	}
+	_, err := New("resnet", 784, 10)
 	if err == nil || !strings.Contains(err.Error(), "logreg") || !strings.Contains(err.Error(), "mlp") {
 		t.Errorf("unknown model error %v does not list the known ones", err)
 	}

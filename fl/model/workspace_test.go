@@ -77,6 +77,9 @@ func TestEvaluateMatchesNaiveLoop(t *testing.T) {
 	const D, C, N = 784, 10, 300
 	x, y := randBatch(rng, N, D, C)
 	for _, name := range Names() {
+		if name == "cnn" {
+			continue // refNet is dense; cnn_test.go has the cnn's own reference
+		}
 		m := mustNew(t, name, D, C)
 		params := randParams(m, rng)
 		ref := refNet{refSizes(name, D, C)}
@@ -119,6 +122,9 @@ func TestLossGradPartialBatchAndOverwrite(t *testing.T) {
 	const D, C = 784, 10
 	for _, name := range Names() {
 		m := mustNew(t, name, D, C)
+		if c, ok := m.(*cnn); ok {
+			c.drop1, c.drop2 = 0, 0 // dropout masks depend on the call history
+		}
 		params := randParams(m, rng)
 		xBig, yBig := randBatch(rng, 32, D, C)
 		x, y := randBatch(rng, 5, D, C)
