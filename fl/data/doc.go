@@ -6,6 +6,8 @@
 //   - ReadIDX and LoadIDXPair read LeCun's IDX format (MNIST, and
 //     Fashion-MNIST of Xiao, Rasul, Vollgraf 2017); LoadFashionMNIST reads
 //     the four files that Debian's dataset-fashion-mnist package installs.
+//   - Synthetic draws FedProx's Synthetic(α, β) and Synthetic-IID data (Li
+//     et al. 2020, §5.1), naturally federated over devices.
 //   - Partitioner splits example indices among a population of clients:
 //     IID, Dirichlet label skew (Hsu, Qi, Brown 2019, §3) and label-sorted
 //     shards (McMahan et al. 2017, §3, "pathological non-IID").
