@@ -1,11 +1,13 @@
 // Package data is dpfl's federated data layer, in the spirit of FedJAX's
 // federated datasets (client id → client dataset).
 //
-//   - Dataset holds labelled examples: rows of float32 features in [0, 1]
-//     and uint8 labels.
+//   - Dataset holds labelled examples: rows of float32 features (pixels/255
+//     in [0, 1] for images) and uint8 labels.
 //   - ReadIDX and LoadIDXPair read LeCun's IDX format (MNIST, and
 //     Fashion-MNIST of Xiao, Rasul, Vollgraf 2017); LoadFashionMNIST reads
 //     the four files that Debian's dataset-fashion-mnist package installs.
+//   - Synthetic draws FedProx's Synthetic(α, β) and Synthetic-IID data (Li
+//     et al. 2020, §5.1), naturally federated over devices.
 //   - Partitioner splits example indices among a population of clients:
 //     IID, Dirichlet label skew (Hsu, Qi, Brown 2019, §3) and label-sorted
 //     shards (McMahan et al. 2017, §3, "pathological non-IID").

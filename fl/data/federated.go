@@ -72,11 +72,49 @@ func NewFederated(base *Dataset, opt Options) (*Federated, error) {
 	if err := checkExactPartition(parts, base.Len(), opt.NumClients); err != nil {
 		return nil, fmt.Errorf("data: partitioner %v: %w", opt.Partitioner, err)
 	}
+	return pack(base, parts, opt.HeldOutFraction, rng), nil
+}
+
+// NewFederatedFromClients builds the population of a naturally federated
+// dataset, whose clients are given rather than drawn by a Partitioner
+// (FedProx's synthetic devices, LEAF's users): client i holds the examples
+// clients[i] of base, which must be an exact partition of [0, base.Len())
+// into len(clients) lists (a list may be empty). As in NewFederated, each
+// client's examples are shuffled by a math/rand/v2 PCG generator seeded
+// from seed and the first ⌊heldOutFraction·m⌋ of a client of m examples
+// are held out, so the held-out share is a uniform random subset. clients
+// is not retained.
+//
+// Errors: an invalid or empty base, len(clients) outside [1, MaxClients],
+// heldOutFraction outside [0, 1), and lists that are not an exact
+// partition (an index out of range, repeated or missing), each naming the
+// client or example.
+func NewFederatedFromClients(base *Dataset, clients [][]int32, heldOutFraction float64, seed uint64) (*Federated, error) {
+	if err := base.Validate(); err != nil {
+		return nil, err
+	}
+	switch {
+	case base.Len() == 0:
+		return nil, fmt.Errorf("data: empty base dataset")
+	case len(clients) < 1 || len(clients) > MaxClients:
+		return nil, fmt.Errorf("data: number of clients must be in [1, %d], got %d", MaxClients, len(clients))
+	case !(heldOutFraction >= 0 && heldOutFraction < 1):
+		return nil, fmt.Errorf("data: held-out fraction must be in [0, 1), got %v", heldOutFraction)
+	}
+	if err := checkExactPartition(clients, base.Len(), len(clients)); err != nil {
+		return nil, fmt.Errorf("data: clients: %w", err)
+	}
+	return pack(base, clients, heldOutFraction, rand.New(rand.NewPCG(seed, pcgStream))), nil
+}
+
+// pack copies the exact partition parts into a Federated, shuffling each
+// client's examples with rng.
+func pack(base *Dataset, parts [][]int32, held float64, rng *rand.Rand) *Federated {
 	f := &Federated{
 		base:  base,
 		idx:   make([]int32, base.Len()),
 		start: make([]int32, len(parts)+1),
-		held:  opt.HeldOutFraction,
+		held:  held,
 	}
 	off := 0
 	for i, p := range parts {
@@ -89,7 +127,7 @@ func NewFederated(base *Dataset, opt Options) (*Federated, error) {
 		off += len(p)
 		f.start[i+1] = int32(off)
 	}
-	return f, nil
+	return f
 }
 
 // checkExactPartition checks that parts has numClients lists that together
