@@ -125,16 +125,23 @@ type setup struct {
 	dp         *dp.Params
 	stragglers float64
 	dropStrag  bool
+	// trainLoss also evaluates the global model on the pooled training
+	// examples (the FedProx paper's training loss).
+	trainLoss bool
 }
 
 // curve is a run's test accuracy (and loss) after evaluated rounds.
 type curve struct {
-	name    string
-	rounds  []int
-	acc     []float64
-	loss    []float64
-	seconds float64
-	epsilon float64
+	name string
+	// label names the curve in a plot's legend (name when empty).
+	label  string
+	rounds []int
+	acc    []float64
+	loss   []float64
+	// trainLoss is the loss on the pooled training examples (when asked).
+	trainLoss []float64
+	seconds   float64
+	epsilon   float64
 }
 
 func (c curve) final() float64 { return c.acc[len(c.acc)-1] }
@@ -175,6 +182,9 @@ func train(s setup) (curve, error) {
 		if r%s.evalEvery == 0 || r == s.rounds {
 			met := eval.Dataset(params, s.test)
 			c.rounds, c.acc, c.loss = append(c.rounds, r), append(c.acc, met.Accuracy), append(c.loss, met.Loss)
+			if s.trainLoss {
+				c.trainLoss = append(c.trainLoss, eval.Dataset(params, s.fed.Base()).Loss)
+			}
 		}
 	}
 	c.seconds = time.Since(start).Seconds()
@@ -189,8 +199,8 @@ func train(s setup) (curve, error) {
 	return c, nil
 }
 
-// report writes name.md (a table) and name.png (accuracy per round of
-// the runs in plotted) and prints the table.
+// report writes name.md (a table of the curves) and name.png (test
+// accuracy per round of the runs named in plotted) and prints the table.
 func (e *env) report(name, title, intro string, curves []curve, plotted []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n| run | final test accuracy | best | ε (δ = 1e-5) | seconds |\n|---|---|---|---|---|\n", intro)
@@ -201,25 +211,36 @@ func (e *env) report(name, title, intro string, curves []curve, plotted []string
 		}
 		fmt.Fprintf(&b, "| %s | %.4f | %.4f | %s | %.0f |\n", c.name, c.final(), c.best(), eps, c.seconds)
 	}
-	if err := os.WriteFile(filepath.Join(e.dir, name+".md"), []byte(b.String()), 0o644); err != nil {
+	if err := e.writeTable(name, title, b.String()); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "## %s\n\n%s\n", title, b.String())
+	return e.plot(name, title, "test accuracy", curves, plotted, func(c curve) []float64 { return c.acc })
+}
 
+// writeTable writes text to name.md and prints it under title.
+func (e *env) writeTable(name, title, text string) error {
+	fmt.Fprintf(e.out, "## %s\n\n%s\n", title, text)
+	return os.WriteFile(filepath.Join(e.dir, name+".md"), []byte(text), 0o644)
+}
+
+// plot draws y(c) per evaluated round for the curves named in only (all
+// when nil) into name.png.
+func (e *env) plot(name, title, ylabel string, curves []curve, only []string, y func(curve) []float64) error {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "round"
-	p.Y.Label.Text = "test accuracy"
-	p.Legend.Top = false
+	p.Y.Label.Text = ylabel
+	p.Legend.Top = ylabel != "test accuracy"
 	p.Legend.Left = false
 	i := 0
 	for _, c := range curves {
-		if !slices.Contains(plotted, c.name) {
+		if only != nil && !slices.Contains(only, c.name) {
 			continue
 		}
+		ys := y(c)
 		pts := make(plotter.XYs, len(c.rounds))
 		for k := range c.rounds {
-			pts[k].X, pts[k].Y = float64(c.rounds[k]), c.acc[k]
+			pts[k].X, pts[k].Y = float64(c.rounds[k]), ys[k]
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
@@ -231,7 +252,11 @@ func (e *env) report(name, title, intro string, curves []curve, plotted []string
 			l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 		}
 		p.Add(l)
-		p.Legend.Add(c.name, l)
+		label := c.label
+		if label == "" {
+			label = c.name
+		}
+		p.Legend.Add(label, l)
 		i++
 	}
 	return p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(e.dir, name+".png"))
