@@ -16,4 +16,24 @@
 // −Δ_t is the pseudo-gradient; server SGD with η_s = 1 recovers FedAvg of
 // McMahan et al. 2017. Aggregation streams: each worker keeps one running
 // partial sum, so memory is O(workers · d), never O(cohort · d).
+//
+// The variants, each a small change to that loop:
+//
+//   - server optimizers (fedopt.go): FedAvgM, and FedAdagrad, FedAdam,
+//     FedYogi of Reddi et al. 2021, Algorithm 2;
+//   - client (client.go): FedProx's proximal term μ/2·‖x − x_t‖² (Li et
+//     al. 2020), client momentum, learning-rate schedules (schedule.go) and
+//     stragglers that run fewer epochs or are dropped;
+//   - SCAFFOLD's control variates (scaffold.go) and FedNova's normalized
+//     averaging (FedAvg.Normalize), for cross-silo jobs without DP;
+//   - secure aggregation of the cohort's clipped, encoded updates
+//     (secure.go, package secagg).
+//
+// Weighting (Field Guide §3.2.4): without DP the aggregate weights each
+// client by its number of examples, Δ_t = Σ n_i Δ_i / Σ n_i, which makes
+// FedAvg an unbiased step on the average over examples. Under DP every
+// client weighs the same and the sum is divided by the fixed expected
+// cohort size (q·N or K), because example-count weights would let one
+// user's influence exceed C/denominator and break the sensitivity bound
+// (McMahan et al. 2018, §2); the objective is then the average over users.
 package fl
