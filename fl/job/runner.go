@@ -106,6 +106,13 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := spec.Validate(ds.train.Len()); err != nil {
 		return storage.Job{}, err
 	}
+	dim, classes := ds.train.Dim, ds.train.Classes
+	if spec.Dataset == "synthetic" {
+		dim, classes = data.SyntheticDim, data.SyntheticClasses
+	}
+	if _, err := model.New(spec.Model, dim, classes); err != nil {
+		return storage.Job{}, &ValidationError{Field: "model", Rule: err.Error()}
+	}
 	if err := m.joinUnit(&spec); err != nil {
 		return storage.Job{}, err
 	}
@@ -361,26 +368,12 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 		return "", ""
 	}
-	ds, err := m.dataset()
+	devices := spec.Population.Source == "devices"
+	fed, test, err := m.population(spec)
 	if err != nil {
 		return fail("%v", err)
 	}
-	devices := spec.Population.Source == "devices"
-	var fed *data.Federated
-	if !devices {
-		part, err := data.ParsePartitioner(spec.Population.Partition, spec.Population.DirichletAlpha, spec.Population.ShardsPerClient)
-		if err != nil {
-			return fail("%v", err)
-		}
-		fed, err = data.NewFederated(ds.train, data.Options{
-			NumClients: spec.Population.Clients, Partitioner: part, Seed: spec.Seed,
-			HeldOutFraction: spec.Population.HeldOutFraction,
-		})
-		if err != nil {
-			return fail("partitioning: %v", err)
-		}
-	}
-	mdl, err := model.New(spec.Model, ds.train.Dim, ds.train.Classes)
+	mdl, err := model.New(spec.Model, test.Dim, test.Classes)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -521,7 +514,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			Epsilon: eps, Accountant: accountant, SecAgg: st.SecAgg,
 		}
 		if r%spec.EvalEvery == 0 || r == spec.Rounds {
-			t := eval.Dataset(params, ds.test)
+			t := eval.Dataset(params, test)
 			met.Test = &t
 			// Devices keep their data: only the server's test split is scored.
 			if fed != nil {

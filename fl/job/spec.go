@@ -18,8 +18,12 @@ import (
 type Spec struct {
 	// Name is a free-form label.
 	Name string `json:"name,omitempty"`
-	// Dataset names the source data; only "fashion-mnist" for now.
+	// Dataset names the source data: "fashion-mnist" (partitioned among
+	// population.clients users) or "synthetic" (FedProx's Synthetic(α, β),
+	// naturally federated over population.clients devices).
 	Dataset string `json:"dataset"`
+	// Synthetic configures the synthetic dataset.
+	Synthetic SyntheticSpec `json:"synthetic"`
 	// Model is the architecture: "logreg" or "mlp" (fl/model).
 	Model string `json:"model"`
 	// Population is the simulated population of users.
@@ -80,6 +84,20 @@ type SecAggSpec struct {
 	// MinClients; otherwise it keeps waiting).
 	JoinTimeoutSeconds float64 `json:"join_timeout_seconds"`
 }
+
+// SyntheticSpec is FedProx's Synthetic(α, β) (Li et al. 2020, §5.1):
+// device models and feature means drawn with variances α and β, or the
+// IID variant; population.clients is the number of devices, job seed the
+// data's seed.
+type SyntheticSpec struct {
+	Alpha float64 `json:"alpha"`
+	Beta  float64 `json:"beta"`
+	IID   bool    `json:"iid"`
+}
+
+// MaxSyntheticDevices bounds a synthetic population (each device holds
+// about 450 examples on average).
+const MaxSyntheticDevices = 10_000
 
 // PopulationSpec describes how the training set is split into users.
 type PopulationSpec struct {
@@ -245,8 +263,23 @@ func (s Spec) Validate(trainSize int) error {
 		return &ValidationError{Field: field, Rule: fmt.Sprintf(format, a...)}
 	}
 	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-	if s.Dataset != "fashion-mnist" {
-		return bad("dataset", "unknown dataset %q (known: fashion-mnist)", s.Dataset)
+	switch s.Dataset {
+	case "fashion-mnist":
+	case "synthetic":
+		y := s.Synthetic
+		switch {
+		case !(y.Alpha >= 0 && finite(y.Alpha)):
+			return bad("synthetic.alpha", "must be a finite number ≥ 0, got %v", y.Alpha)
+		case !(y.Beta >= 0 && finite(y.Beta)):
+			return bad("synthetic.beta", "must be a finite number ≥ 0, got %v", y.Beta)
+		case s.Population.Clients > MaxSyntheticDevices:
+			return bad("population.clients", "is the number of synthetic devices, at most %d, got %d", MaxSyntheticDevices, s.Population.Clients)
+		case s.Population.Source == "devices":
+			return bad("dataset", "synthetic data lives on the server; devices bring their own data")
+		}
+		trainSize = math.MaxInt // devices are generated, not carved from a fixed set
+	default:
+		return bad("dataset", "unknown dataset %q (known: fashion-mnist, synthetic)", s.Dataset)
 	}
 	if !slices.Contains(model.Names(), s.Model) {
 		return bad("model", "unknown model %q (known: %s)", s.Model, strings.Join(model.Names(), ", "))
