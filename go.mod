@@ -3,6 +3,7 @@ module github.com/dpfl/dpfl
 go 1.26
 
 require (
+	github.com/cloudflare/circl v1.6.5
 	github.com/google/differential-privacy/go/v3 v3.0.0
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/schollz/progressbar/v3 v3.19.1
@@ -12,6 +13,7 @@ require (
 )
 
 require (
+	github.com/bwesterb/go-ristretto v1.2.4 // indirect
 	github.com/golang/glog v1.2.0 // indirect
 	github.com/labstack/gommon v0.5.0 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
@@ -20,10 +22,10 @@ require (
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/valyala/fasttemplate v1.2.2 // indirect
-	golang.org/x/crypto v0.53.0 // indirect
+	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
-	golang.org/x/sys v0.46.0 // indirect
-	golang.org/x/term v0.44.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/term v0.45.0 // indirect
 	golang.org/x/text v0.40.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 )
