@@ -1,0 +1,292 @@
+package secagg
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/cloudflare/circl/dh/x25519"
+	"github.com/cloudflare/circl/group"
+)
+
+// clientStage is the next round a Client expects.
+type clientStage int
+
+const (
+	clientShareKeys clientStage = iota
+	clientMaskedInput
+	clientUnmask
+	clientDone
+)
+
+// heldShares are the two shares one holder keeps of one client's secrets.
+type heldShares struct {
+	mask, self []byte // canonical scalar encodings
+}
+
+// Client is one client's state machine of one instance (Bonawitz et al.
+// 2017, Fig. 4, the user's side of rounds 0, 1, 2 and 4). Its methods must
+// be called in round order, each at most once; a call out of order, or
+// with a message not addressed to this client, returns an error and leaves
+// the state unchanged. A Client is not safe for concurrent use.
+type Client struct {
+	id      ClientID
+	session []byte
+	rnd     io.Reader
+	stage   clientStage
+
+	encSK      x25519.Key   // c_u^SK
+	maskScalar group.Scalar // shared; s_u^SK is derived from it
+
+	// Set by ShareKeys.
+	params    Params
+	dim       int
+	neighbors map[ClientID]PeerKeys
+	selfKey   [32]byte // PRG key of b_u
+
+	// Set by MaskedInput: the shares this client holds, by owner
+	// (including its own), the owners being the neighbours in U2.
+	held map[ClientID]heldShares
+}
+
+// NewClient generates the client's keys for one instance and returns its
+// round-0 message (AdvertiseKeys). id is the ClientID the server assigned
+// (non-zero), session the instance's session bytes (non-empty, the same the
+// server has), rand the source of every secret the client draws (use
+// crypto/rand.Reader; the Shamir polynomials always come from crypto/rand).
+// It errors on a zero id, an empty session or a failing rand.
+//
+// c_u is a fresh X25519 key pair. s_u^SK is not drawn directly: a uniform
+// Ristretto255 scalar is, and s_u^SK = HKDF-SHA256(scalar, salt = session,
+// info = "dpfl/secagg/v1 mask key"), so that the scalar can be Shamir-shared
+// and s_u^SK recovered from it after a dropout.
+func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseMsg, error) {
+	if id == 0 {
+		return nil, AdvertiseMsg{}, errors.New("secagg: client ID 0 is not valid")
+	}
+	if len(session) == 0 {
+		return nil, AdvertiseMsg{}, errors.New("secagg: empty session")
+	}
+	c := &Client{id: id, session: slices.Clone(session), rnd: rand}
+	if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {
+		return nil, AdvertiseMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
+	}
+	var encPK x25519.Key
+	x25519.KeyGen(&encPK, &c.encSK)
+	var err error
+	if c.maskScalar, err = randomScalar(rand); err != nil {
+		return nil, AdvertiseMsg{}, err
+	}
+	_, maskPK := maskKeyFromScalar(c.maskScalar, c.session)
+	return c, AdvertiseMsg{From: id, EncKey: encPK[:], MaskKey: maskPK[:]}, nil
+}
+
+// ID is the client's ID.
+func (c *Client) ID() ClientID { return c.id }
+
+func (c *Client) checkStage(want clientStage, to ClientID) error {
+	if c.stage != want {
+		return fmt.Errorf("secagg: client %d: round called %w", c.id, errStage)
+	}
+	if to != c.id {
+		return fmt.Errorf("secagg: client %d: message addressed to client %d", c.id, to)
+	}
+	return nil
+}
+
+// ShareKeys is round 1 (ShareKeys). From the neighbours' public keys in m
+// it draws the self-mask seed b_u (a uniform scalar; the PRG key is
+// HKDF(b_u, salt = session, info = "dpfl/secagg/v1 self mask")), Shamir-
+// shares b_u and the mask-key scalar t-out-of-(k+1) among its neighbours
+// and itself (evaluation point = holder's ClientID), and encrypts each
+// neighbour's pair of shares with AES-256-GCM under HKDF(X25519(c_u^SK,
+// c_v^PK), salt = session, info = "dpfl/secagg/v1 share encryption"), with
+// AAD session‖from‖to. The result has one ciphertext per neighbour, in
+// m.Neighbors order.
+//
+// Errors: a message for another client or out of order; malformed params,
+// dimension or neighbour list (unsorted, duplicate, self, zero ID, bad
+// key; a bad key is a *PeerError naming that neighbour); ErrTooFewSurvivors
+// if the neighbours and the client number fewer than t.
+func (c *Client) ShareKeys(m KeysMsg) (ShareKeysMsg, error) {
+	if err := c.checkStage(clientShareKeys, m.To); err != nil {
+		return ShareKeysMsg{}, err
+	}
+	p := m.Params
+	if p.Threshold < 2 || p.Neighbors < 1 || p.Threshold > p.Neighbors+1 || m.Dim < 0 {
+		return ShareKeysMsg{}, fmt.Errorf("secagg: client %d: bad params %+v, dim %d", c.id, p, m.Dim)
+	}
+	if len(m.Neighbors) > p.Neighbors {
+		return ShareKeysMsg{}, fmt.Errorf("secagg: client %d: %d neighbours, params allow %d", c.id, len(m.Neighbors), p.Neighbors)
+	}
+	if len(m.Neighbors)+1 < p.Threshold {
+		return ShareKeysMsg{}, ErrTooFewSurvivors
+	}
+	nb := make(map[ClientID]PeerKeys, len(m.Neighbors))
+	holders := make([]ClientID, 0, len(m.Neighbors)+1)
+	for i, pk := range m.Neighbors {
+		if pk.ID == 0 || pk.ID == c.id || (i > 0 && pk.ID <= m.Neighbors[i-1].ID) {
+			return ShareKeysMsg{}, fmt.Errorf("secagg: client %d: neighbour list not sorted, distinct and free of 0 and self at %d", c.id, pk.ID)
+		}
+		if !validPublicKey(pk.EncKey) || !validPublicKey(pk.MaskKey) {
+			return ShareKeysMsg{}, peerErr(pk.ID, "invalid public key")
+		}
+		nb[pk.ID] = PeerKeys{ID: pk.ID, EncKey: slices.Clone(pk.EncKey), MaskKey: slices.Clone(pk.MaskKey)}
+		holders = append(holders, pk.ID)
+	}
+	holders = append(holders, c.id)
+
+	b, err := randomScalar(c.rnd)
+	if err != nil {
+		return ShareKeysMsg{}, err
+	}
+	maskShares := splitSecret(c.maskScalar, p.Threshold, holders)
+	selfShares := splitSecret(b, p.Threshold, holders)
+	out := ShareKeysMsg{From: c.id, Shares: make([]EncryptedShare, len(m.Neighbors))}
+	for i, v := range holders[:len(m.Neighbors)] {
+		key, ok := agree(&c.encSK, (*x25519.Key)(nb[v].EncKey), c.session, infoShareEnc)
+		if !ok {
+			return ShareKeysMsg{}, peerErr(v, "invalid public key")
+		}
+		ct, err := sealShares(&key, c.rnd, c.session, c.id, v, maskShares[i], selfShares[i])
+		if err != nil {
+			return ShareKeysMsg{}, err
+		}
+		out.Shares[i] = EncryptedShare{From: c.id, To: v, Ciphertext: ct}
+	}
+	last := len(holders) - 1
+	c.held = map[ClientID]heldShares{c.id: {mask: maskShares[last], self: selfShares[last]}}
+	c.params, c.dim, c.neighbors = p, m.Dim, nb
+	c.selfKey = selfMaskKey(b, c.session)
+	c.stage = clientMaskedInput
+	return out, nil
+}
+
+// MaskedInput is round 2 (MaskedInputCollection). It decrypts the shares
+// the neighbours in U2 sent (m), keeps them, and returns
+//
+//	y_u = x + PRG(b_u) + Σ_{v ∈ senders} ±PRG(s_{u,v})  in Z_{2^32}^d,
+//
+// s_{u,v} = HKDF(X25519(s_u^SK, s_v^PK), salt = session, info =
+// "dpfl/secagg/v1 pairwise mask"), + when u < v and − when u > v, so the
+// pairwise masks cancel in the sum. x is the client's encoded input
+// (Encoding.Encode) of length d = KeysMsg.Dim; it is not modified.
+//
+// Errors: out of order or misaddressed; len(x) ≠ d; a ciphertext from a
+// non-neighbour, a duplicate, or one that fails to decrypt or parse (a
+// *PeerError naming its sender); ErrTooFewSurvivors if fewer than t−1
+// neighbours sent shares (Fig. 4: the client aborts rather than send an
+// input protected by too few masks).
+func (c *Client) MaskedInput(m SharesMsg, x []uint32) (MaskedInputMsg, error) {
+	if err := c.checkStage(clientMaskedInput, m.To); err != nil {
+		return MaskedInputMsg{}, err
+	}
+	if len(x) != c.dim {
+		return MaskedInputMsg{}, fmt.Errorf("secagg: client %d: input has %d elements, want %d", c.id, len(x), c.dim)
+	}
+	held, err := c.receiveShares(m)
+	if err != nil {
+		return MaskedInputMsg{}, err
+	}
+	// Agree all pairwise keys before touching y, so a failure leaves
+	// nothing half-done.
+	maskSK, _ := maskKeyFromScalar(c.maskScalar, c.session)
+	type pair struct {
+		key [32]byte
+		sub bool
+	}
+	pairs := make([]pair, 0, len(held)-1)
+	for v := range held {
+		if v == c.id {
+			continue
+		}
+		key, ok := agree(&maskSK, (*x25519.Key)(c.neighbors[v].MaskKey), c.session, infoPairMask)
+		if !ok {
+			return MaskedInputMsg{}, peerErr(v, "invalid public key")
+		}
+		pairs = append(pairs, pair{key, c.id > v})
+	}
+	if len(x) == 0 && c.dim == 0 {
+		x = []uint32{}
+	}
+	y := slices.Clone(x)
+	var buf prgBuf
+	addMask(y, &c.selfKey, false, &buf)
+	for i := range pairs {
+		addMask(y, &pairs[i].key, pairs[i].sub, &buf)
+	}
+	c.held = held
+	c.stage = clientUnmask
+	return MaskedInputMsg{From: c.id, Masked: y}, nil
+}
+
+// receiveShares decrypts and checks the ciphertexts of m and returns the
+// shares this client will hold, by owner, its own included. It does not
+// change c.
+func (c *Client) receiveShares(m SharesMsg) (map[ClientID]heldShares, error) {
+	held := make(map[ClientID]heldShares, len(m.Shares)+1)
+	held[c.id] = c.held[c.id]
+	for _, es := range m.Shares {
+		pk, ok := c.neighbors[es.From]
+		switch {
+		case !ok:
+			return nil, peerErr(es.From, "sent shares but is not a neighbour of client %d", c.id)
+		case es.To != c.id:
+			return nil, peerErr(es.From, "share addressed to client %d forwarded to client %d", es.To, c.id)
+		}
+		if _, dup := held[es.From]; dup {
+			return nil, peerErr(es.From, "duplicate shares")
+		}
+		key, ok := agree(&c.encSK, (*x25519.Key)(pk.EncKey), c.session, infoShareEnc)
+		if !ok {
+			return nil, peerErr(es.From, "invalid public key")
+		}
+		ms, ss, err := openShares(&key, c.session, es.From, c.id, es.Ciphertext)
+		if err != nil {
+			return nil, &PeerError{Client: es.From, Err: err}
+		}
+		held[es.From] = heldShares{mask: ms, self: ss}
+	}
+	if len(held) < c.params.Threshold {
+		return nil, ErrTooFewSurvivors
+	}
+	return held, nil
+}
+
+// Unmask is round 4 (Unmasking). It returns this client's share of b_v for
+// every v in m.Survivors (which may include the client itself) and of v's
+// mask-key scalar for every v in m.Dropped, in request order.
+//
+// Errors: out of order or misaddressed; a request naming a client in both
+// lists, twice, or one whose shares this client does not hold (the client
+// itself may only be a survivor). Refusing such requests is what keeps a
+// curious server from ever holding both of one client's secrets.
+func (c *Client) Unmask(m UnmaskRequestMsg) (UnmaskMsg, error) {
+	if err := c.checkStage(clientUnmask, m.To); err != nil {
+		return UnmaskMsg{}, err
+	}
+	seen := make(map[ClientID]bool, len(m.Survivors)+len(m.Dropped))
+	out := UnmaskMsg{From: c.id, SelfShares: []Share{}, MaskKeyShares: []Share{}}
+	for i, list := range [][]ClientID{m.Survivors, m.Dropped} {
+		for _, v := range list {
+			h, ok := c.held[v]
+			switch {
+			case seen[v]:
+				return UnmaskMsg{}, fmt.Errorf("secagg: client %d: unmask request names client %d twice (or as both survivor and dropped)", c.id, v)
+			case !ok:
+				return UnmaskMsg{}, fmt.Errorf("secagg: client %d: unmask request names client %d, whose shares it does not hold", c.id, v)
+			case i == 1 && v == c.id:
+				return UnmaskMsg{}, fmt.Errorf("secagg: client %d: unmask request names the client itself as dropped", c.id)
+			}
+			seen[v] = true
+			if i == 0 {
+				out.SelfShares = append(out.SelfShares, Share{Of: v, X: c.id, Value: slices.Clone(h.self)})
+			} else {
+				out.MaskKeyShares = append(out.MaskKeyShares, Share{Of: v, X: c.id, Value: slices.Clone(h.mask)})
+			}
+		}
+	}
+	c.stage = clientDone
+	return out, nil
+}

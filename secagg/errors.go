@@ -1,0 +1,33 @@
+package secagg
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrTooFewSurvivors aborts an instance: fewer than the threshold t (or
+// ServerConfig.MinClients) clients remain at some round, or some secret the
+// server must reconstruct has fewer than t shares, so no sum is revealed
+// (Bonawitz et al. 2017, Fig. 4: "if |U_i| < t, abort").
+var ErrTooFewSurvivors = errors.New("secagg: too few surviving clients")
+
+// errStage is wrapped by every error for a call or message in the wrong
+// round; the state machine is unchanged by it.
+var errStage = errors.New("out of stage order")
+
+// PeerError is a message refused because of what one client sent; Client
+// names it. On the server, Client is the sender of the refused message; on a
+// client, it is the neighbour whose ciphertext or keys were bad. A refused
+// message leaves the state machine unchanged, so the instance can go on with
+// the other clients.
+type PeerError struct {
+	Client ClientID
+	Err    error
+}
+
+func (e *PeerError) Error() string { return fmt.Sprintf("secagg: client %d: %v", e.Client, e.Err) }
+func (e *PeerError) Unwrap() error { return e.Err }
+
+func peerErr(id ClientID, format string, args ...any) error {
+	return &PeerError{Client: id, Err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,101 @@
+package secagg
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"encoding/binary"
+	"unsafe"
+)
+
+// prgChunk is the keystream buffer of one mask expansion, in bytes: large
+// enough to amortise the per-call overhead of the CTR stream, small enough
+// to stay in L1/L2 cache next to the slice of dst being updated.
+const prgChunk = 16 << 10
+
+// littleEndian reports whether a []byte can be read as native []uint32 to
+// get the PRG's little-endian words without a byte-order conversion.
+var littleEndian = func() bool {
+	x := uint32(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// prgBuf is the reusable scratch space of addMask.
+type prgBuf [prgChunk]byte
+
+// addMask adds (sub = false) or subtracts (sub = true) PRG(key) into dst,
+// element-wise mod 2^32. PRG(key) is the AES-256-CTR keystream under key
+// with an all-zero IV, read as little-endian uint32 words; the zero IV is
+// safe because every key is used for exactly one stream: keys are derived
+// per instance (the HKDF salt is the session) and per purpose (the HKDF
+// info string). buf is scratch space; dst and buf must not overlap.
+func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
+	block, err := aes.NewCipher(key[:])
+	if err != nil {
+		panic(err) // a 32-byte key never fails
+	}
+	var iv [aes.BlockSize]byte
+	ctr := cipher.NewCTR(block, iv[:])
+	for len(dst) > 0 {
+		n := min(len(dst), prgChunk/4)
+		b := buf[:4*n]
+		clear(b)
+		ctr.XORKeyStream(b, b)
+		d := dst[:n]
+		if littleEndian {
+			w := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
+			if sub {
+				subWords(d, w)
+			} else {
+				addWords(d, w)
+			}
+		} else {
+			for i := range d {
+				w := binary.LittleEndian.Uint32(b[4*i:])
+				if sub {
+					d[i] -= w
+				} else {
+					d[i] += w
+				}
+			}
+		}
+		dst = dst[n:]
+	}
+}
+
+// addWords sets dst[i] += w[i] mod 2^32; len(w) ≥ len(dst).
+func addWords(dst, w []uint32) {
+	w = w[:len(dst)]
+	for len(dst) >= 8 {
+		dst[0] += w[0]
+		dst[1] += w[1]
+		dst[2] += w[2]
+		dst[3] += w[3]
+		dst[4] += w[4]
+		dst[5] += w[5]
+		dst[6] += w[6]
+		dst[7] += w[7]
+		dst, w = dst[8:], w[8:]
+	}
+	for i := range dst {
+		dst[i] += w[i]
+	}
+}
+
+// subWords sets dst[i] -= w[i] mod 2^32; len(w) ≥ len(dst).
+func subWords(dst, w []uint32) {
+	w = w[:len(dst)]
+	for len(dst) >= 8 {
+		dst[0] -= w[0]
+		dst[1] -= w[1]
+		dst[2] -= w[2]
+		dst[3] -= w[3]
+		dst[4] -= w[4]
+		dst[5] -= w[5]
+		dst[6] -= w[6]
+		dst[7] -= w[7]
+		dst, w = dst[8:], w[8:]
+	}
+	for i := range dst {
+		dst[i] -= w[i]
+	}
+}
