@@ -189,11 +189,7 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if err := srv.CloseAdvertise(); err != nil {
 		return st, err
 	}
-	first, err := srv.Keys(1)
-	if err != nil {
-		return st, err
-	}
-	params := first.Params
+	params := srv.Params()
 	alive := func(stage int) func(i int) bool {
 		return func(i int) bool { return drop[i] == dropNever || drop[i] > stage }
 	}

@@ -377,10 +377,7 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
-	keys, err := srv.Keys(res.Survivors[0])
-	if err != nil {
-		return fl.RoundStats{}, err
-	}
+	sp := srv.Params()
 
 	denom := float64(len(res.Survivors))
 	if spec.DP.Enabled {
@@ -400,7 +397,7 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 			Clients: len(res.Survivors),
 			SecAgg: &fl.SecAggStats{
 				Clients: u1, Survivors: len(res.Survivors), Dropped: len(res.Dropped),
-				Neighbors: keys.Params.Neighbors, Threshold: keys.Params.Threshold, FracBits: enc.FracBits, Attempt: attempt,
+				Neighbors: sp.Neighbors, Threshold: sp.Threshold, FracBits: enc.FracBits, Attempt: attempt,
 			},
 		},
 	}, nil
