@@ -6,6 +6,8 @@
 //   - ReadIDX and LoadIDXPair read LeCun's IDX format (MNIST, and
 //     Fashion-MNIST of Xiao, Rasul, Vollgraf 2017); LoadFashionMNIST reads
 //     the four files that Debian's dataset-fashion-mnist package installs.
+//   - LoadLEAF reads LEAF's JSON federated datasets (Caldas et al. 2018)
+//     with numeric features, such as FEMNIST: users become clients.
 //   - Synthetic draws FedProx's Synthetic(α, β) and Synthetic-IID data (Li
 //     et al. 2020, §5.1), naturally federated over devices.
 //   - Partitioner splits example indices among a population of clients:
