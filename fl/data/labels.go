@@ -10,7 +10,7 @@ import (
 
 // LabelsPerClient is the pathological non-IID partition of FedProx's MNIST
 // experiments (Li et al., "Federated Optimization in Heterogeneous
-// Networks", MLSys 2020, §5.1 and Appendix C.2: "each device has samples
+// Networks", MLSys 2020, §5.1 and Appendix C: "each device has samples
 // of only 2 digits and the number of samples per device follows a power
 // law"): every client holds examples of exactly K labels.
 //
@@ -56,8 +56,8 @@ func (l LabelsPerClient) String() string {
 // Partition implements Partitioner; see LabelsPerClient for the
 // procedure. Errors: K < 1 or K > classes (naming labels_per_client),
 // Sigma negative or not finite (labels_sigma), a class with examples but
-// no holder, and the errors shared by all partitioners. Time O(n + N·K·log),
-// memory O(n + N·K).
+// no holder, N·K above 2^25 (labels_per_client), and the errors shared by
+// all partitioners. Time O(n + C + N·K·log N), memory O(n + N·K).
 func (l LabelsPerClient) Partition(labels []uint8, classes, numClients int, rng *rand.Rand) ([][]int32, error) {
 	if err := checkLabelsPerClient(l.K, l.Sigma); err != nil {
 		return nil, err
