@@ -28,6 +28,7 @@ func BenchmarkNewFederated(b *testing.B) {
 	}{
 		{Dirichlet{Alpha: 0.5}, 6000}, {Dirichlet{Alpha: 0.5}, 1_000_000},
 		{IID{}, 6000}, {IID{}, 1_000_000}, {Shards{PerClient: 2}, 6000},
+		{LabelsPerClient{K: 2, Sigma: 2}, 1000}, {LabelsPerClient{K: 2, Sigma: 2}, 1_000_000},
 	} {
 		b.Run(c.p.String()+"/clients="+strconv.Itoa(c.k), func(b *testing.B) {
 			b.ReportAllocs()
@@ -50,5 +51,17 @@ func BenchmarkGather(b *testing.B) {
 	b.SetBytes(64 * 784 * 4)
 	for b.Loop() {
 		ds.Gather(x, y, idx)
+	}
+}
+
+// FedProx's Synthetic(1, 1) with seed 0: 30 devices of lognormal(4, 2) + 50
+// examples of dim 60.
+func BenchmarkSynthetic(b *testing.B) {
+	cfg := FedProxSynthetic(1, 1)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Synthetic(cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -8,8 +8,8 @@ import (
 // Dataset is a set of labelled examples: Len() rows of Dim float32 features
 // in X (row-major, Len()·Dim values) and one label per row in Y, each in
 // [0, Classes). The features' range depends on the source: image pixels
-// (IDX, LEAF's FEMNIST) are pixel/255, so in [0, 1]; FedProx's synthetic
-// features are unbounded Gaussian coordinates.
+// are in [0, 1] (IDX files: pixel/255; LEAF's FEMNIST stores them so);
+// FedProx's synthetic features are unbounded Gaussian coordinates.
 type Dataset struct {
 	X       []float32
 	Y       []uint8

@@ -106,23 +106,57 @@ func (IID) Partition(labels []uint8, classes, numClients int, rng *rand.Rand) ([
 // (with concentration alpha, finite and > 0) or "shards" (with shards
 // shards per client, ≥ 1). The parameter of the other partitioners is
 // ignored. A bad parameter is an error naming its field (dirichlet_alpha,
-// shards_per_client); an unknown name lists the known ones.
+// shards_per_client); an unknown name lists the known ones. It is
+// ParsePartitionerParams with only those two parameters, so "labels",
+// whose labels_per_client it cannot pass, is an error here: use
+// ParsePartitionerParams for it.
 func ParsePartitioner(name string, alpha float64, shards int) (Partitioner, error) {
+	return ParsePartitionerParams(name, PartitionParams{DirichletAlpha: alpha, ShardsPerClient: shards})
+}
+
+// PartitionParams are the parameters of the named partitioners; each
+// partitioner reads only its own (the field names are the job spec's).
+type PartitionParams struct {
+	// DirichletAlpha is Dirichlet's concentration α, finite and > 0.
+	DirichletAlpha float64
+	// ShardsPerClient is Shards' PerClient, ≥ 1.
+	ShardsPerClient int
+	// LabelsPerClient is LabelsPerClient's K, in [1, classes].
+	LabelsPerClient int
+	// LabelsSigma is LabelsPerClient's Sigma, finite and ≥ 0 (0: equal
+	// shares; FedProx's MNIST: 2).
+	LabelsSigma float64
+}
+
+// ParsePartitionerParams returns the partitioner called name: "iid",
+// "dirichlet" (Dirichlet{Alpha: p.DirichletAlpha}), "shards"
+// (Shards{PerClient: p.ShardsPerClient}) or "labels"
+// (LabelsPerClient{K: p.LabelsPerClient, Sigma: p.LabelsSigma}). A bad
+// parameter of the named partitioner is an error naming its field
+// (dirichlet_alpha, shards_per_client, labels_per_client, labels_sigma);
+// K > classes is only detected at Partition. An unknown name lists the
+// known ones.
+func ParsePartitionerParams(name string, p PartitionParams) (Partitioner, error) {
 	switch name {
 	case "iid":
 		return IID{}, nil
 	case "dirichlet":
-		if err := checkAlpha(alpha); err != nil {
+		if err := checkAlpha(p.DirichletAlpha); err != nil {
 			return nil, err
 		}
-		return Dirichlet{Alpha: alpha}, nil
+		return Dirichlet{Alpha: p.DirichletAlpha}, nil
 	case "shards":
-		if shards < 1 {
-			return nil, fmt.Errorf("shards_per_client must be ≥ 1, got %d", shards)
+		if p.ShardsPerClient < 1 {
+			return nil, fmt.Errorf("shards_per_client must be ≥ 1, got %d", p.ShardsPerClient)
 		}
-		return Shards{PerClient: shards}, nil
+		return Shards{PerClient: p.ShardsPerClient}, nil
+	case "labels":
+		if err := checkLabelsPerClient(p.LabelsPerClient, p.LabelsSigma); err != nil {
+			return nil, err
+		}
+		return LabelsPerClient{K: p.LabelsPerClient, Sigma: p.LabelsSigma}, nil
 	}
-	return nil, fmt.Errorf("partition: unknown partitioner %q (known: iid, dirichlet, shards)", name)
+	return nil, fmt.Errorf("partition: unknown partitioner %q (known: iid, dirichlet, shards, labels)", name)
 }
 
 func checkAlpha(alpha float64) error {

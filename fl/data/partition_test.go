@@ -252,7 +252,7 @@ func TestParsePartitioner(t *testing.T) {
 func TestPartitionerArgs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	labels := []uint8{0, 1, 2, 1}
-	for _, p := range []Partitioner{IID{}, Dirichlet{Alpha: 1}, Shards{PerClient: 1}} {
+	for _, p := range []Partitioner{IID{}, Dirichlet{Alpha: 1}, Shards{PerClient: 1}, LabelsPerClient{K: 1}} {
 		for _, c := range []struct {
 			classes, k int
 			want       string
