@@ -11,6 +11,14 @@ import (
 // has no population (nil) and is scored on Fashion-MNIST's test split.
 func (m *Manager) population(spec Spec) (*data.Federated, *data.Dataset, error) {
 	switch spec.Dataset {
+	case "leaf":
+		train, test, _, err := data.LoadLEAF(spec.LEAF.TrainDir, spec.LEAF.TestDir, data.LEAFOptions{
+			Classes: spec.LEAF.Classes, HeldOutFraction: spec.Population.HeldOutFraction, Seed: spec.Seed,
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return train, test.Base(), nil
 	case "synthetic":
 		cfg := data.FedProxSynthetic(spec.Synthetic.Alpha, spec.Synthetic.Beta)
 		cfg.IID, cfg.Devices, cfg.Seed = spec.Synthetic.IID, spec.Population.Clients, spec.Seed
@@ -28,7 +36,11 @@ func (m *Manager) population(spec Spec) (*data.Federated, *data.Dataset, error) 
 	if spec.Population.Source == "devices" {
 		return nil, ds.test, nil
 	}
-	part, err := data.ParsePartitioner(spec.Population.Partition, spec.Population.DirichletAlpha, spec.Population.ShardsPerClient)
+	pp := spec.Population
+	part, err := data.ParsePartitionerParams(pp.Partition, data.PartitionParams{
+		DirichletAlpha: pp.DirichletAlpha, ShardsPerClient: pp.ShardsPerClient,
+		LabelsPerClient: pp.LabelsPerClient, LabelsSigma: pp.LabelsSigma,
+	})
 	if err != nil {
 		return nil, nil, err
 	}

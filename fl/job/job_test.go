@@ -3,7 +3,9 @@ package job
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -203,6 +205,8 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
+		`{"population":{"partition":"labels"}}`:                                     "population.labels_per_client",
+		`{"dataset":"leaf"}`:                                                        "leaf.train_dir",
 		`{"dataset":"synthetic","synthetic":{"alpha":-1}}`:                          "synthetic.alpha",
 		`{"dataset":"synthetic","population":{"clients":20000}}`:                    "population.clients",
 		`{"algorithm":"fedsplit"}`:                                                  "algorithm",
@@ -361,5 +365,61 @@ func TestSyntheticJob(t *testing.T) {
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "model" {
 		t.Fatalf("cnn on synthetic: %v, want a validation error on model", err)
+	}
+}
+
+// A LEAF dataset (its JSON format, written here) is a job's population:
+// its users become population.clients at submit, and an unreadable one
+// is refused, naming leaf. The labels partition runs too.
+func TestLEAFAndLabelsJobs(t *testing.T) {
+	m := manager(t)
+	dir := t.TempDir()
+	rng := rand.New(rand.NewPCG(1, 2))
+	users := map[string]any{}
+	var names []string
+	var counts []int
+	for u := range 6 {
+		var xs [][]float64
+		var ys []int
+		for range 30 {
+			y := rng.IntN(3)
+			x := make([]float64, 4)
+			for j := range x {
+				x[j] = rng.NormFloat64() * 0.3
+			}
+			x[y] += 2
+			xs, ys = append(xs, x), append(ys, y)
+		}
+		name := fmt.Sprintf("f%04d", u)
+		names, counts = append(names, name), append(counts, 30)
+		users[name] = map[string]any{"x": xs, "y": ys}
+	}
+	for _, split := range []string{"train", "test"} {
+		b, _ := json.Marshal(map[string]any{"users": names, "num_samples": counts, "user_data": users})
+		os.MkdirAll(filepath.Join(dir, split), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, split, "all.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Dataset = "leaf"
+		s.LEAF = LEAFSpec{TrainDir: filepath.Join(dir, "train"), TestDir: filepath.Join(dir, "test"), Classes: 3}
+		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 3}
+		s.DP.Enabled = false
+	}))
+	if st.State != storage.StateCompleted || st.Spec.Population.Clients != 6 || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.8 {
+		t.Fatalf("leaf job: %s, %d clients, test %+v: %s", st.State, st.Spec.Population.Clients, st.LatestTest, st.Message)
+	}
+	_, err := m.Submit(small(t, func(s *Spec) { s.Dataset, s.LEAF.TrainDir = "leaf", filepath.Join(dir, "nope") }))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "leaf" {
+		t.Fatalf("missing LEAF directory: %v, want a validation error on leaf", err)
+	}
+	st = runToEnd(t, m, small(t, func(s *Spec) {
+		s.Population.Partition, s.Population.LabelsPerClient = "labels", 2
+		s.DP.Enabled = false
+	}))
+	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.5 {
+		t.Fatalf("labels partition job: %s, test %+v: %s", st.State, st.LatestTest, st.Message)
 	}
 }

@@ -107,8 +107,20 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 		return storage.Job{}, err
 	}
 	dim, classes := ds.train.Dim, ds.train.Classes
-	if spec.Dataset == "synthetic" {
+	switch spec.Dataset {
+	case "synthetic":
 		dim, classes = data.SyntheticDim, data.SyntheticClasses
+	case "leaf":
+		// Read the files now, so a bad dataset is refused at submit, and
+		// the population is their users.
+		fed, test, err := m.population(spec)
+		if err != nil {
+			return storage.Job{}, &ValidationError{Field: "leaf", Rule: err.Error()}
+		}
+		spec.Population.Clients, dim, classes = fed.NumClients(), test.Dim, test.Classes
+		if spec.Sampling.Scheme == "fixed" && spec.Sampling.CohortSize > spec.Population.Clients {
+			return storage.Job{}, &ValidationError{Field: "sampling.cohort_size", Rule: fmt.Sprintf("must not exceed the dataset's %d users", spec.Population.Clients)}
+		}
 	}
 	if _, err := model.New(spec.Model, dim, classes); err != nil {
 		return storage.Job{}, &ValidationError{Field: "model", Rule: err.Error()}

@@ -24,6 +24,8 @@ type Spec struct {
 	Dataset string `json:"dataset"`
 	// Synthetic configures the synthetic dataset.
 	Synthetic SyntheticSpec `json:"synthetic"`
+	// LEAF locates a dataset in LEAF's JSON format on the server.
+	LEAF LEAFSpec `json:"leaf"`
 	// Model is the architecture: "logreg" or "mlp" (fl/model).
 	Model string `json:"model"`
 	// Population is the simulated population of users.
@@ -95,6 +97,18 @@ type SyntheticSpec struct {
 	IID   bool    `json:"iid"`
 }
 
+// LEAFSpec points at a LEAF dataset (Caldas et al. 2018: FEMNIST and the
+// like with numeric features): directories of JSON files {"users",
+// "num_samples", "user_data"} on the server. Its users are the population:
+// at submit, population.clients becomes their number.
+type LEAFSpec struct {
+	TrainDir string `json:"train_dir,omitempty"`
+	TestDir  string `json:"test_dir,omitempty"`
+	// Classes is the number of labels (62 for FEMNIST); 0 infers the
+	// largest label + 1.
+	Classes int `json:"classes,omitempty"`
+}
+
 // MaxSyntheticDevices bounds a synthetic population (each device holds
 // about 450 examples on average).
 const MaxSyntheticDevices = 10_000
@@ -108,13 +122,18 @@ type PopulationSpec struct {
 	Source string `json:"source"`
 	// Clients is the population size N.
 	Clients int `json:"clients"`
-	// Partition is "iid", "dirichlet" (label skew, Hsu et al. 2019) or
-	// "shards" (McMahan et al. 2017).
+	// Partition is "iid", "dirichlet" (label skew, Hsu et al. 2019),
+	// "shards" (McMahan et al. 2017) or "labels" (K labels per client, Li
+	// et al. 2020).
 	Partition string `json:"partition"`
 	// DirichletAlpha is the concentration α of the dirichlet partition.
 	DirichletAlpha float64 `json:"dirichlet_alpha"`
 	// ShardsPerClient is the shards per client of the shards partition.
 	ShardsPerClient int `json:"shards_per_client"`
+	// LabelsPerClient is K of the labels partition (FedProx's "2 digits
+	// per device"); LabelsSigma spreads its sizes lognormally (0: equal).
+	LabelsPerClient int     `json:"labels_per_client,omitempty"`
+	LabelsSigma     float64 `json:"labels_sigma,omitempty"`
 	// HeldOutFraction of every client's examples is kept for per-client
 	// evaluation, in [0, 1).
 	HeldOutFraction float64 `json:"held_out_fraction"`
@@ -278,8 +297,18 @@ func (s Spec) Validate(trainSize int) error {
 			return bad("dataset", "synthetic data lives on the server; devices bring their own data")
 		}
 		trainSize = math.MaxInt // devices are generated, not carved from a fixed set
+	case "leaf":
+		switch {
+		case s.LEAF.TrainDir == "":
+			return bad("leaf.train_dir", "is required with dataset leaf")
+		case s.LEAF.Classes < 0 || s.LEAF.Classes > 256:
+			return bad("leaf.classes", "must be in [0, 256] (0: infer), got %d", s.LEAF.Classes)
+		case s.Population.Source == "devices":
+			return bad("dataset", "leaf data lives on the server; devices bring their own data")
+		}
+		trainSize = math.MaxInt // the files' users are the population
 	default:
-		return bad("dataset", "unknown dataset %q (known: fashion-mnist, synthetic)", s.Dataset)
+		return bad("dataset", "unknown dataset %q (known: fashion-mnist, synthetic, leaf)", s.Dataset)
 	}
 	if !slices.Contains(model.Names(), s.Model) {
 		return bad("model", "unknown model %q (known: %s)", s.Model, strings.Join(model.Names(), ", "))
@@ -292,8 +321,12 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("population.clients", "must be in [1, %d], got %d", MaxClients, p.Clients)
 	case p.Clients > trainSize:
 		return bad("population.clients", "must not exceed the %d training examples, got %d", trainSize, p.Clients)
-	case p.Partition != "iid" && p.Partition != "dirichlet" && p.Partition != "shards":
-		return bad("population.partition", "unknown partition %q (known: iid, dirichlet, shards)", p.Partition)
+	case p.Partition != "iid" && p.Partition != "dirichlet" && p.Partition != "shards" && p.Partition != "labels":
+		return bad("population.partition", "unknown partition %q (known: iid, dirichlet, shards, labels)", p.Partition)
+	case p.Partition == "labels" && (p.LabelsPerClient < 1 || p.LabelsPerClient > 10):
+		return bad("population.labels_per_client", "must be in [1, 10] (the classes) with the labels partition, got %d", p.LabelsPerClient)
+	case p.Partition == "labels" && !(p.LabelsSigma >= 0 && finite(p.LabelsSigma)):
+		return bad("population.labels_sigma", "must be a finite number ≥ 0, got %v", p.LabelsSigma)
 	case p.Partition == "dirichlet" && !(p.DirichletAlpha > 0 && finite(p.DirichletAlpha)):
 		return bad("population.dirichlet_alpha", "must be a finite number > 0, got %v", p.DirichletAlpha)
 	case p.Partition == "shards" && (p.ShardsPerClient < 1 || p.Clients*p.ShardsPerClient > trainSize):
