@@ -80,3 +80,17 @@ func (p *Participation) UnmaskRequest(ctx context.Context) (m secagg.UnmaskReque
 func (p *Participation) Unmask(ctx context.Context, m secagg.UnmaskMsg) error {
 	return p.post(ctx, "unmask", m)
 }
+
+// SavedInput is what 'dpfl-client participate --save-inputs' writes for
+// every round the device took part in: the global model it trained from
+// and the encoded update it sent (masked) to the server. It never leaves
+// the device; audits and the end-to-end tests use it to check the
+// server's sum.
+type SavedInput struct {
+	Round    int             `json:"round"`
+	Attempt  int             `json:"attempt"`
+	ClientID secagg.ClientID `json:"client_id"`
+	Encoding secagg.Encoding `json:"encoding"`
+	Global   []float32       `json:"global"`
+	Input    []uint32        `json:"input"`
+}

@@ -25,19 +25,6 @@ import (
 // "already past".
 var stageOrder = []string{job.StageJoin, job.StageShareKeys, job.StageMaskedInput, job.StageUnmask}
 
-// SavedInput is what --save-inputs writes for every round this device
-// took part in: the global model it trained from and the encoded update it
-// sent (masked) to the server. It never leaves the device; audits and the
-// end-to-end tests use it to check the server's sum.
-type SavedInput struct {
-	Round    int             `json:"round"`
-	Attempt  int             `json:"attempt"`
-	ClientID secagg.ClientID `json:"client_id"`
-	Encoding secagg.Encoding `json:"encoding"`
-	Global   []float32       `json:"global"`
-	Input    []uint32        `json:"input"`
-}
-
 // participate is 'dpfl-client participate': one real device that joins a
 // devices job's rounds with its own data, running local training and the
 // client side of secure aggregation over the REST API.
@@ -234,7 +221,7 @@ func (d *device) saveInput(info job.JoinInfo, input []uint32) error {
 	if err := os.MkdirAll(d.save, 0o755); err != nil {
 		return err
 	}
-	b, err := json.Marshal(SavedInput{
+	b, err := json.Marshal(client.SavedInput{
 		Round: info.Round, Attempt: info.Attempt, ClientID: info.ClientID, Encoding: info.Encoding,
 		Global: info.Params, Input: input,
 	})

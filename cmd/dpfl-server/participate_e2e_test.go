@@ -39,16 +39,6 @@ const deviceJob = `{
   "eval_every": 1
 }`
 
-// savedInput mirrors dpfl-client's SavedInput (package main there).
-type savedInput struct {
-	Round    int             `json:"round"`
-	Attempt  int             `json:"attempt"`
-	ClientID secagg.ClientID `json:"client_id"`
-	Encoding secagg.Encoding `json:"encoding"`
-	Global   []float32       `json:"global"`
-	Input    []uint32        `json:"input"`
-}
-
 // Five dpfl-client participate processes join a devices job; one is
 // SIGKILLed after sending its shares, mid-round. The round completes over
 // the four survivors (the server reconstructs the dead device's pairwise
@@ -142,7 +132,7 @@ func TestParticipantsWithDropout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("device %d: %v\n%s", i, err, logs())
 		}
-		var in savedInput
+		var in client.SavedInput
 		if err := json.Unmarshal(b, &in); err != nil {
 			t.Fatal(err)
 		}
