@@ -43,12 +43,17 @@ func refGemm(tA, tB bool, m, n, k int, alpha float64, a []float32, lda int, b []
 }
 
 func TestGemmMatchesReference(t *testing.T) {
+	forEachPath(t, testGemmMatchesReference)
+}
+
+func testGemmMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	dims := []int{0, 1, 2, 3, 5, 20, 63, 64, 65, 193, 200}
+	// Every remainder of the 4-row, 32- and 16-column and 16-deep blocks.
+	dims := []int{0, 1, 2, 3, 4, 5, 7, 10, 15, 16, 17, 20, 31, 32, 33, 47, 63, 64, 65, 193, 200}
 	trial := 0
 	for _, tA := range []bool{false, true} {
 		for _, tB := range []bool{false, true} {
-			for range 60 {
+			for range 100 {
 				trial++
 				m, n, k := dims[rng.IntN(len(dims))], dims[rng.IntN(len(dims))], dims[rng.IntN(len(dims))]
 				if trial%7 == 0 { // cross both tile edges (64 rows, 192 columns)
@@ -64,9 +69,13 @@ func TestGemmMatchesReference(t *testing.T) {
 					rowsB, colsB = n, k
 				}
 				lda, ldb, ldc := max(1, colsA+pad), max(1, colsB+pad), max(1, n+pad)
-				a := randVec(rng, max(0, rowsA*lda))
-				b := randVec(rng, max(0, rowsB*ldb))
-				c := randVec(rng, max(0, m*ldc))
+				// Unaligned subslices: offsets 0–3 floats into fresh
+				// allocations.
+				a := randVec(rng, max(0, rowsA*lda)+3)[rng.IntN(4):]
+				b := randVec(rng, max(0, rowsB*ldb)+3)[rng.IntN(4):]
+				c := randVec(rng, max(0, m*ldc)+3)[rng.IntN(4):]
+				a, b = a[:max(0, rowsA*lda)], b[:max(0, rowsB*ldb)]
+				c = c[:max(0, m*ldc)]
 				alpha := []float32{1, -0.5, 2.25, 0}[rng.IntN(4)]
 				beta := []float32{0, 1, -0.75}[rng.IntN(3)]
 				if beta == 0 {

@@ -17,3 +17,8 @@ func allFinite(x []float32) bool                     { return allFiniteGeneric(x
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
+
+// hasAVX512 is false here; the simd build sets it from the CPU. Tests use
+// forEachPath to run with the fast kernels (where there are any) and
+// without.
+var hasAVX512 = false
