@@ -3,7 +3,7 @@
 #   make test   vet + the test suite
 GO ?= go
 
-.PHONY: build demo test bench fmt
+.PHONY: build demo test bench experiments fmt
 build:
 	$(GO) build -o bin/ ./cmd/...
 
@@ -15,7 +15,11 @@ test:
 	$(GO) test ./...
 
 bench:
-	$(GO) test -run '^$$' -bench . ./simd/ ./fl/... ./accounting/ ./storage/ ./dp/
+	$(GO) test -run '^$$' -bench . ./simd/ ./fl/... ./accounting/ ./storage/ ./dp/ ./secagg/
+
+# The papers' experiments (docs/experiments.md): tables and plots in docs/experiments/.
+experiments:
+	$(GO) run ./cmd/dpfl-experiments --out docs/experiments all
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
