@@ -498,6 +498,7 @@ func cloneResult(r Result) Result {
 // finish computes Finish's result without changing the state; s.mu held.
 func (s *Server) finish() (Result, error) {
 	t := s.params.Threshold
+	ip := newInterpolator(t)
 	var tasks []maskTask
 	res := Result{Survivors: []ClientID{}, Dropped: []ClientID{}}
 	for i, u := range s.g.ids {
@@ -510,13 +511,13 @@ func (s *Server) finish() (Result, error) {
 	for i, u := range s.g.ids {
 		switch {
 		case s.inU3[i]:
-			b, err := recoverSecret(t, s.selfShares[u])
+			b, err := ip.recover(s.selfShares[u])
 			if err != nil {
 				return Result{}, fmt.Errorf("secagg: self mask of client %d: %d shares of %d needed: %w", u, len(s.selfShares[u]), t, err)
 			}
 			tasks = append(tasks, maskTask{key: selfMaskKey(b, s.cfg.Session), sub: true})
 		case s.inU2[i]:
-			sc, err := recoverSecret(t, s.maskShares[u])
+			sc, err := ip.recover(s.maskShares[u])
 			if err != nil {
 				return Result{}, fmt.Errorf("secagg: mask key of dropped client %d: %d shares of %d needed: %w", u, len(s.maskShares[u]), t, err)
 			}
