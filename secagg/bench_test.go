@@ -125,40 +125,42 @@ func BenchmarkServerFinish(b *testing.B) {
 		{"n=100/complete", 100, Params{Neighbors: 99, Threshold: completeThreshold(100)}},
 		{fmt.Sprintf("n=1000/k=%d", p3.Neighbors), 1000, p3},
 	} {
-		rng := mrand.New(mrand.NewPCG(1, uint64(c.n)))
-		in := testInputs(rng, c.n, d)
-		h := newHarness(b, ServerConfig{Session: []byte("bench finish"), Dim: d, Params: c.p}, in, nil)
-		h.fakeInput = true
-		if err := h.advertise(); err != nil {
-			b.Fatal(err)
-		}
-		if err := h.shareKeys(); err != nil {
-			b.Fatal(err)
-		}
-		for _, rate := range []float64{0, 0.1, 0.3} {
-			b.Run(fmt.Sprintf("%s/drop=%v/d=%d", c.name, rate, d), func(b *testing.B) {
-				h.srv.resetRound2()
-				h.drop = map[ClientID]dropStage{}
-				for _, i := range rng.Perm(c.n)[:int(rate*float64(c.n))] {
-					h.drop[ClientID(i+1)] = dropBeforeMasked
-				}
-				for _, cl := range h.clients {
-					if cl.stage == clientDone {
-						cl.stage = clientMaskedInput
+		b.Run(c.name, func(b *testing.B) {
+			rng := mrand.New(mrand.NewPCG(1, uint64(c.n)))
+			in := testInputs(rng, c.n, d)
+			h := newHarness(b, ServerConfig{Session: []byte("bench finish"), Dim: d, Params: c.p}, in, nil)
+			h.fakeInput = true
+			if err := h.advertise(); err != nil {
+				b.Fatal(err)
+			}
+			if err := h.shareKeys(); err != nil {
+				b.Fatal(err)
+			}
+			for _, rate := range []float64{0, 0.1, 0.3} {
+				b.Run(fmt.Sprintf("drop=%v/d=%d", rate, d), func(b *testing.B) {
+					h.srv.resetRound2()
+					h.drop = map[ClientID]dropStage{}
+					for _, i := range rng.Perm(c.n)[:int(rate*float64(c.n))] {
+						h.drop[ClientID(i+1)] = dropBeforeMasked
 					}
-				}
-				if err := h.maskedInput(); err != nil {
-					b.Fatal(err)
-				}
-				h.unmask()
-				h.srv.mu.Lock()
-				defer h.srv.mu.Unlock()
-				for b.Loop() {
-					if _, err := h.srv.finish(); err != nil {
+					for _, cl := range h.clients {
+						if cl.stage == clientDone {
+							cl.stage = clientMaskedInput
+						}
+					}
+					if err := h.maskedInput(); err != nil {
 						b.Fatal(err)
 					}
-				}
-			})
-		}
+					h.unmask()
+					h.srv.mu.Lock()
+					defer h.srv.mu.Unlock()
+					for b.Loop() {
+						if _, err := h.srv.finish(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
 	}
 }

