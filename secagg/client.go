@@ -129,8 +129,10 @@ func (c *Client) ShareKeys(m KeysMsg) (ShareKeysMsg, error) {
 		if pk.ID == 0 || pk.ID == c.id || (i > 0 && pk.ID <= m.Neighbors[i-1].ID) {
 			return ShareKeysMsg{}, fmt.Errorf("secagg: client %d: neighbour list not sorted, distinct and free of 0 and self at %d", c.id, pk.ID)
 		}
-		if !validPublicKey(pk.EncKey) || !validPublicKey(pk.MaskKey) {
-			return ShareKeysMsg{}, peerErr(pk.ID, "invalid public key")
+		// Low-order points are caught by the key agreements (here for
+		// c_v, in round 2 for s_v); the server refused them already.
+		if len(pk.EncKey) != keySize || len(pk.MaskKey) != keySize {
+			return ShareKeysMsg{}, peerErr(pk.ID, "public key is not %d bytes", keySize)
 		}
 		nb[pk.ID] = PeerKeys{ID: pk.ID, EncKey: slices.Clone(pk.EncKey), MaskKey: slices.Clone(pk.MaskKey)}
 		holders = append(holders, pk.ID)

@@ -1,11 +1,101 @@
-// Package secagg will hold dpfl's secure aggregation: the masking protocol of
-// Bonawitz et al. 2017 ("Practical Secure Aggregation for Privacy-Preserving
-// Machine Learning", CCS), with X25519 key agreement, Shamir shares for
-// dropout recovery and PRG-expanded pairwise masks in Z_{2^k}, and the sparse
-// communication graph of SecAgg+ (Bell et al. 2020, "Secure Single-Server
-// Aggregation with (Poly)Logarithmic Overhead", CCS).
+// Package secagg is dpfl's secure aggregation: the server learns the sum of
+// the clients' encoded updates and nothing else about any one of them. It
+// implements the semi-honest-server protocol of Bonawitz et al. 2017
+// ("Practical Secure Aggregation for Privacy-Preserving Machine Learning",
+// CCS, Fig. 4) over the sparse communication graph of SecAgg+ (Bell et al.
+// 2020, "Secure Single-Server Aggregation with (Poly)Logarithmic Overhead",
+// CCS, §3–4).
 //
-// Until that work lands, jobs run with trusted-server aggregation (the server
-// sees each clipped update before noise is added); the API refuses
-// secure_aggregation: true rather than pretending to provide it.
+// # Protocol
+//
+// One instance aggregates one FL round. Server and Client are the two state
+// machines; the messages of api.go pass between them (the transport is the
+// caller's).
+//
+//   - Round 0, AdvertiseKeys. Each client u draws two X25519 key pairs:
+//     c_u, which encrypts its shares, and s_u, which seeds its pairwise
+//     masks. s_u^SK is derived, s_u^SK = HKDF-SHA256(σ_u, salt = session,
+//     info = "dpfl/secagg/v1 mask key"), from a uniform Ristretto255 scalar
+//     σ_u, because it is σ_u that is Shamir-shared (a 32-byte key does not
+//     fit the ≈2^252 scalar field, and truncating would bias it). The server
+//     closes the round with U1, chooses k and t (ChooseParams) and draws the
+//     graph: complete when k = n−1, else a random Harary graph H(n, k) (the
+//     clients on a ring in an order drawn from crypto/rand, each joined to
+//     the k/2 nearest on either side).
+//   - Round 1, ShareKeys. Each client draws its self-mask seed b_u (again a
+//     uniform scalar; the PRG key is HKDF(b_u, session, "dpfl/secagg/v1
+//     self mask")), Shamir-shares σ_u and b_u t-out-of-(k+1) among its
+//     neighbours and itself (evaluation point = holder's ClientID), and
+//     sends each neighbour v its two shares under AES-256-GCM keyed by
+//     HKDF(X25519(c_u^SK, c_v^PK), session, "dpfl/secagg/v1 share
+//     encryption"), with AAD session‖u‖v. The server forwards them: U2.
+//   - Round 2, MaskedInputCollection. Each client decrypts its shares and
+//     sends y_u = x_u + PRG(b_u) + Σ_{v∈N(u)∩U2} ±PRG(s_{u,v}) mod 2^32,
+//     where s_{u,v} = HKDF(X25519(s_u^SK, s_v^PK), session,
+//     "dpfl/secagg/v1 pairwise mask"), + if u < v and − if u > v, so that
+//     the pairwise masks cancel in the sum. PRG is the AES-256-CTR
+//     keystream read as little-endian uint32 words (AES-NI makes it several
+//     times faster than SHAKE or ChaCha20). The server only keeps the
+//     running sum: U3.
+//   - Round 3, ConsistencyCheck, belongs to the malicious-server variant
+//     (it has the clients sign U3) and is not implemented.
+//   - Round 4, Unmasking. Each client in U3 reveals, for each neighbour in
+//     U2, its share of b_v if v ∈ U3 and of σ_v if v ∉ U3, never both
+//     (and refuses a request that asks for both). The server reconstructs
+//     each b_u (u ∈ U3) and removes PRG(b_u); it reconstructs each σ_u (u ∈
+//     U2\U3), checks the derived s_u^PK against the advertised one, and
+//     removes the pairwise masks that u's surviving neighbours added. Any
+//     secret with fewer than t shares aborts with ErrTooFewSurvivors: no
+//     sum is revealed.
+//
+// Clients may drop after any round. One that drops after round 2 stays in
+// U3: its input counts and its b_u is rebuilt from its neighbours' shares.
+//
+// # Security model
+//
+// The server is semi-honest: it follows the protocol but tries to learn
+// from what it sees, possibly together with up to a fraction γ = 1/3 of the
+// clients (ColludingFraction). Under the parameter choice below, what such
+// a coalition learns about the honest clients' inputs is their sum over U3
+// (and nothing more, except with probability 2^−40 over the random graph). Not
+// protected against: a malicious server (it could lie about dropouts to ask
+// for both secrets of one client, or show different clients different
+// views; that needs round 3 and authenticated key advertisement, not
+// implemented); clients sending malformed but well-formed-looking inputs
+// (the sum is only as good as its inputs: clip and bound them before
+// encoding); traffic analysis; and the sum itself, which is what
+// differential privacy noise, added elsewhere, protects. Every message a
+// client sends is validated: a bad one is refused with a *PeerError naming
+// the client and leaves the state unchanged; nothing a client sends can
+// crash the server.
+//
+// All secrets come from crypto/rand (the graph's placement from ChaCha8
+// keyed from crypto/rand). Every derived key is bound to the instance by
+// the HKDF salt (the session) and to its purpose by the HKDF info, which is
+// why the PRG may use an all-zero IV.
+//
+// # Parameters (SecAgg+)
+//
+// ChooseParams takes the smallest even k for which a threshold t gives, by
+// exact binomial tails with a union bound over the n clients: privacy,
+// n·P[Bin(k, γ) ≥ t] ≤ 2^−40 (no honest client has t colluding holders);
+// connectivity, (n²/2)·p^k ≤ 2^−40 with p = 1−(1−γ)(1−δ) (the honest
+// survivors of H(n, k) stay connected, so the server learns no partial
+// sum); and correctness, n·P[Bin(k+1, 1−δ) < t] ≤ 2^−20 for a dropout rate
+// δ (every secret keeps t surviving holders). Its t is the smallest with
+// privacy. k grows as O(log n): k = 116 for n = 1000 and 148 for n = 10^6
+// at δ = 0.1. When no k ≤ n−2 works (small n) it uses the complete graph of
+// Bonawitz et al. with t = max(2, ⌊γn⌋+1), which is private with
+// certainty; there, for tiny n and high δ, correctness may be weaker than
+// 2^−20 (the instance aborts more often; privacy is never traded for it).
+//
+// # Encoding
+//
+// Encoding maps float updates clipped to ±C into Z_{2^32} as two's
+// complement fixed point with f fractional bits, f the largest ≤ 30 with
+// n·(C·2^f + 1) ≤ 2^31 − 1: log2 n bits of growth for the sum plus
+// log2(C·2^f) bits for one value plus a sign bit plus headroom for the
+// rounding fit in 32 bits, so the sum of n encodings never wraps and
+// decodes exactly. Rounding is stochastic (unbiased), adding at most
+// √d·2^−f to a vector's L2 norm (RoundingSlack).
 package secagg

@@ -498,37 +498,68 @@ func cloneResult(r Result) Result {
 // finish computes Finish's result without changing the state; s.mu held.
 func (s *Server) finish() (Result, error) {
 	t := s.params.Threshold
-	var tasks []maskTask
 	res := Result{Survivors: []ClientID{}, Dropped: []ClientID{}}
+	var secrets []int // indices in U2 whose secret must be rebuilt
 	for i, u := range s.g.ids {
 		if s.inU3[i] {
 			res.Survivors = append(res.Survivors, u)
 		} else {
 			res.Dropped = append(res.Dropped, u)
 		}
+		if s.inU2[i] {
+			secrets = append(secrets, i)
+		}
 	}
-	for i, u := range s.g.ids {
-		switch {
-		case s.inU3[i]:
-			b, err := recoverSecret(t, s.selfShares[u])
+	// Phase 1, in parallel: rebuild b_u (u ∈ U3) or σ_u (u ∈ U2\U3) and
+	// derive the PRG key or the mask key pair.
+	keys := make([][32]byte, len(s.g.ids))
+	errs := make([]error, len(s.g.ids))
+	ips := make([]*interpolator, runtime.GOMAXPROCS(0))
+	parallelFor(len(secrets), func(w, k int) {
+		if ips[w] == nil {
+			ips[w] = newInterpolator(t)
+		}
+		i := secrets[k]
+		u := s.g.ids[i]
+		if s.inU3[i] {
+			b, err := ips[w].recover(s.selfShares[u])
 			if err != nil {
-				return Result{}, fmt.Errorf("secagg: self mask of client %d: %d shares of %d needed: %w", u, len(s.selfShares[u]), t, err)
+				errs[i] = fmt.Errorf("secagg: self mask of client %d: %d shares of %d needed: %w", u, len(s.selfShares[u]), t, err)
+				return
 			}
-			tasks = append(tasks, maskTask{key: selfMaskKey(b, s.cfg.Session), sub: true})
-		case s.inU2[i]:
-			sc, err := recoverSecret(t, s.maskShares[u])
-			if err != nil {
-				return Result{}, fmt.Errorf("secagg: mask key of dropped client %d: %d shares of %d needed: %w", u, len(s.maskShares[u]), t, err)
-			}
-			sk, pk := maskKeyFromScalar(sc, s.cfg.Session)
-			if string(pk[:]) != string(s.adv[u].MaskKey) {
-				return Result{}, fmt.Errorf("secagg: reconstructed mask key of dropped client %d does not match its advertised key: some holder sent a bad share", u)
-			}
-			for _, v := range s.g.neighbors(i) {
-				if s.inU3[s.g.index[v]] {
-					// v added +PRG(s_{v,u}) if v < u, −PRG if v > u.
-					tasks = append(tasks, maskTask{sk: &sk, pk: s.adv[v].MaskKey, sub: v < u, dropped: u, survivor: v})
-				}
+			keys[i] = selfMaskKey(b, s.cfg.Session)
+			return
+		}
+		sc, err := ips[w].recover(s.maskShares[u])
+		if err != nil {
+			errs[i] = fmt.Errorf("secagg: mask key of dropped client %d: %d shares of %d needed: %w", u, len(s.maskShares[u]), t, err)
+			return
+		}
+		sk, pk := maskKeyFromScalar(sc, s.cfg.Session)
+		if string(pk[:]) != string(s.adv[u].MaskKey) {
+			errs[i] = fmt.Errorf("secagg: reconstructed mask key of dropped client %d does not match its advertised key: some holder sent a bad share", u)
+			return
+		}
+		keys[i] = sk
+	})
+	for _, err := range errs {
+		if err != nil {
+			return Result{}, err // the lowest-ID failure, deterministically
+		}
+	}
+	// Phase 2: the expansions to remove.
+	var tasks []maskTask
+	for _, i := range secrets {
+		u := s.g.ids[i]
+		if s.inU3[i] {
+			tasks = append(tasks, maskTask{key: keys[i], sub: true})
+			continue
+		}
+		sk := (*x25519.Key)(&keys[i])
+		for _, v := range s.g.neighbors(i) {
+			if s.inU3[s.g.index[v]] {
+				// v added +PRG(s_{v,u}) if v < u, −PRG if v > u.
+				tasks = append(tasks, maskTask{sk: sk, pk: s.adv[v].MaskKey, sub: v < u, dropped: u, survivor: v})
 			}
 		}
 	}
@@ -538,9 +569,33 @@ func (s *Server) finish() (Result, error) {
 	}
 	res.Sum = slices.Clone(s.sum)
 	for _, m := range masks {
-		addWords(res.Sum, m)
+		if m != nil { // a goroutine that got no task
+			addWords(res.Sum, m)
+		}
 	}
 	return res, nil
+}
+
+// parallelFor calls f(w, k) for k = 0..n−1 on up to GOMAXPROCS goroutines,
+// w < GOMAXPROCS naming the goroutine (for per-goroutine scratch space).
+func parallelFor(n int, f func(w, k int)) {
+	nw := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range nw {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				k := int(next.Add(1)) - 1
+				if k >= n {
+					return
+				}
+				f(w, k)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // expandTasks runs the tasks on up to GOMAXPROCS goroutines, each into its
@@ -549,35 +604,23 @@ func (s *Server) finish() (Result, error) {
 func expandTasks(tasks []maskTask, d int, session []byte) ([][]uint32, error) {
 	nw := min(runtime.GOMAXPROCS(0), len(tasks))
 	parts := make([][]uint32, nw)
-	errs := make([]error, nw)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range nw {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			part := make([]uint32, d)
-			var buf prgBuf
-			for {
-				k := int(next.Add(1)) - 1
-				if k >= len(tasks) {
-					break
-				}
-				tk := &tasks[k]
-				key := tk.key
-				if tk.sk != nil {
-					var ok bool
-					if key, ok = agree(tk.sk, (*x25519.Key)(tk.pk), session, infoPairMask); !ok {
-						errs[w] = fmt.Errorf("secagg: key agreement between clients %d and %d failed", tk.dropped, tk.survivor)
-						return
-					}
-				}
-				addMask(part, &key, tk.sub, &buf)
+	bufs := make([]*prgBuf, nw)
+	errs := make([]error, len(tasks))
+	parallelFor(len(tasks), func(w, k int) {
+		if parts[w] == nil {
+			parts[w], bufs[w] = make([]uint32, d), new(prgBuf)
+		}
+		tk := &tasks[k]
+		key := tk.key
+		if tk.sk != nil {
+			var ok bool
+			if key, ok = agree(tk.sk, (*x25519.Key)(tk.pk), session, infoPairMask); !ok {
+				errs[k] = fmt.Errorf("secagg: key agreement between clients %d and %d failed", tk.dropped, tk.survivor)
+				return
 			}
-			parts[w] = part
-		}()
-	}
-	wg.Wait()
+		}
+		addMask(parts[w], &key, tk.sub, bufs[w])
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
