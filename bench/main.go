@@ -92,7 +92,6 @@ func main() {
 		if err := pprof.StartCPUProfile(pf); err != nil {
 			log.Fatal(err)
 		}
-		defer pprof.StopCPUProfile()
 	}
 	var total time.Duration
 	var examples int
@@ -106,9 +105,12 @@ func main() {
 		dt := time.Since(t0)
 		total += dt
 		examples += st.Examples * *epochs
-		acc := eval.Dataset(params, test)
-		fmt.Printf("round %d %.3fs test_acc=%.4f\n", r, dt.Seconds(), acc.Accuracy)
+		fmt.Printf("round %d %.3fs\n", r, dt.Seconds())
 	}
+	if *cpuprofile != "" {
+		pprof.StopCPUProfile() // the profile covers the rounds only
+	}
+	fmt.Printf("test_acc=%.4f\n", eval.Dataset(params, test).Accuracy)
 	fmt.Printf("RESULT round_s=%.3f examples=%d examples_per_s=%.0f clients_per_s=%.1f mean_round_s=%.3f\n",
 		total.Seconds(), examples, float64(examples)/total.Seconds(),
 		float64(*rounds**cohort)/total.Seconds(), total.Seconds()/float64(*rounds))
