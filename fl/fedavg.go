@@ -34,14 +34,20 @@ type FedAvg struct {
 	Seed uint64
 
 	workers []*worker
+	accs    []Accumulator
 	avg     []float32
 	pseudo  []float32
 }
 
+// worker is one goroutine's state, all allocated in setup: the trainer's
+// buffers, its accumulator, the delta buffer and the shuffle generator,
+// reseeded per client, so that training a client allocates nothing.
 type worker struct {
 	trainer *clientTrainer
 	acc     Accumulator
 	delta   []float32
+	pcg     *rand.PCG
+	rng     *rand.Rand
 	// per-round results
 	lossSum  float64
 	examples int
@@ -74,12 +80,17 @@ func (f *FedAvg) setup() {
 	}
 	d := f.Model.NumParams()
 	f.workers = make([]*worker, n)
+	f.accs = make([]Accumulator, n)
 	for i := range f.workers {
+		pcg := rand.NewPCG(0, 0)
 		f.workers[i] = &worker{
 			trainer: newClientTrainer(f.Model, f.Client),
 			acc:     f.Aggregate.NewAccumulator(d),
 			delta:   make([]float32, d),
+			pcg:     pcg,
+			rng:     rand.New(pcg),
 		}
+		f.accs[i] = f.workers[i].acc
 	}
 	f.avg = make([]float32, d)
 	f.pseudo = make([]float32, d)
@@ -105,8 +116,9 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 			defer wg.Done()
 			for id := range next {
 				c := fed.Client(id)
-				rng := rand.New(rand.NewPCG(f.Seed, uint64(round)<<32|uint64(id)))
-				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, rng)
+				// The same stream as rand.New(rand.NewPCG(f.Seed, …)).
+				w.pcg.Seed(f.Seed, uint64(round)<<32|uint64(id))
+				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, w.rng)
 				w.clients++
 				if err := w.acc.Add(w.delta, len(c.Train)); err != nil {
 					w.rejected++
@@ -131,9 +143,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 		return RoundStats{}, cancelled
 	}
 	st := RoundStats{Cohort: len(cohort)}
-	accs := make([]Accumulator, len(f.workers))
-	for i, w := range f.workers {
-		accs[i] = w.acc
+	for _, w := range f.workers {
 		st.Examples += w.examples
 		st.Rejected += w.rejected
 		st.TrainLoss += w.lossSum
@@ -141,7 +151,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	if st.Examples > 0 {
 		st.TrainLoss /= float64(st.Examples)
 	}
-	agg, err := f.Aggregate.Release(f.avg, accs, expected)
+	agg, err := f.Aggregate.Release(f.avg, f.accs, expected)
 	st.AggregateStats = agg
 	if errors.Is(err, ErrEmptyCohort) {
 		return st, nil // nothing to learn from; the model stays as it is
