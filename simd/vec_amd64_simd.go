@@ -94,18 +94,22 @@ func hsum16(v archsimd.Float32x16) float32 {
 }
 
 // sumSquaresAVX512 widens 8 floats at a time to float64 (exact squares)
-// into two Float64x8 accumulators: 16 partial sums, combined pairwise.
+// into four Float64x8 accumulators: 32 partial sums, combined pairwise.
 func sumSquaresAVX512(x []float32) float64 {
-	var s0, s1 archsimd.Float64x8
-	for len(x) >= 16 {
+	var s0, s1, s2, s3 archsimd.Float64x8
+	for len(x) >= 32 {
 		a := archsimd.LoadFloat32x8((*[8]float32)(x[0:8])).ConvertToFloat64()
 		b := archsimd.LoadFloat32x8((*[8]float32)(x[8:16])).ConvertToFloat64()
+		c := archsimd.LoadFloat32x8((*[8]float32)(x[16:24])).ConvertToFloat64()
+		d := archsimd.LoadFloat32x8((*[8]float32)(x[24:32])).ConvertToFloat64()
 		s0 = a.MulAdd(a, s0)
 		s1 = b.MulAdd(b, s1)
-		x = x[16:]
+		s2 = c.MulAdd(c, s2)
+		s3 = d.MulAdd(d, s3)
+		x = x[32:]
 	}
 	var t [8]float64
-	s0.Add(s1).Store(&t)
+	s0.Add(s1).Add(s2.Add(s3)).Store(&t)
 	s := ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]))
 	return s + sumSquaresGeneric(x)
 }
