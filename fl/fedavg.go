@@ -62,6 +62,7 @@ type FedAvg struct {
 	Normalize bool
 
 	workers []*worker
+	accs    []Accumulator
 	avg     []float32
 	pseudo  []float32
 }
@@ -82,10 +83,18 @@ func stepWeight(tau int, beta float64) float64 {
 // stragglerStream separates the straggler draws from the shuffles.
 const stragglerStream = 0x5354524147474c45 // "STRAGGLE"
 
+// worker is one goroutine's state, all allocated in setup: the trainer's
+// buffers, its accumulator, the delta buffer and the shuffle generator,
+// reseeded per client, so that training a client allocates nothing.
 type worker struct {
 	trainer *clientTrainer
 	acc     Accumulator
 	delta   []float32
+	pcg     *rand.PCG
+	rng     *rand.Rand
+	// spcg and srng draw the stragglers (a stream of their own).
+	spcg *rand.PCG
+	srng *rand.Rand
 	// per-round results
 	lossSum    float64
 	examples   int
@@ -124,17 +133,25 @@ func (f *FedAvg) setup() {
 	}
 	d := f.Model.NumParams()
 	f.workers = make([]*worker, n)
+	f.accs = make([]Accumulator, n)
 	for i := range f.workers {
+		pcg := rand.NewPCG(0, 0)
+		spcg := rand.NewPCG(0, 0)
 		w := &worker{
 			trainer: newClientTrainer(f.Model, f.Client),
 			acc:     f.Aggregate.NewAccumulator(d),
 			delta:   make([]float32, d),
+			pcg:     pcg,
+			rng:     rand.New(pcg),
+			spcg:    spcg,
+			srng:    rand.New(spcg),
 		}
 		if f.Scaffold != nil {
 			w.corr = make([]float32, d)
 			w.trainer.correction = w.corr
 		}
 		f.workers[i] = w
+		f.accs[i] = w.acc
 	}
 	if f.Scaffold != nil {
 		f.Scaffold.init(d)
@@ -167,24 +184,25 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 			defer wg.Done()
 			for id := range next {
 				c := fed.Client(id)
-				rng := rand.New(rand.NewPCG(f.Seed, uint64(round)<<32|uint64(id)))
+				// The same stream as rand.New(rand.NewPCG(f.Seed, …)).
+				w.pcg.Seed(f.Seed, uint64(round)<<32|uint64(id))
 				epochs := f.Client.Epochs
 				if f.Stragglers > 0 {
 					// A stream of its own, so that stragglers leave the
 					// shuffles of the other clients unchanged.
-					srng := rand.New(rand.NewPCG(f.Seed^stragglerStream, uint64(round)<<32|uint64(id)))
-					if srng.Float64() < f.Stragglers {
+					w.spcg.Seed(f.Seed^stragglerStream, uint64(round)<<32|uint64(id))
+					if w.srng.Float64() < f.Stragglers {
 						w.stragglers++
 						if f.DropStragglers {
 							continue
 						}
-						epochs = 1 + srng.IntN(f.Client.Epochs)
+						epochs = 1 + w.srng.IntN(f.Client.Epochs)
 					}
 				}
 				if f.Scaffold != nil {
 					f.Scaffold.correction(w.corr, id)
 				}
-				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, rng)
+				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, w.rng)
 				steps := w.trainer.steps
 				if f.Scaffold != nil && steps > 0 {
 					f.Scaffold.clientDone(id, w.delta, steps, lr)
@@ -219,9 +237,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 		return RoundStats{}, cancelled
 	}
 	st := RoundStats{Cohort: len(cohort)}
-	accs := make([]Accumulator, len(f.workers))
-	for i, w := range f.workers {
-		accs[i] = w.acc
+	for _, w := range f.workers {
 		st.Examples += w.examples
 		st.Rejected += w.rejected
 		st.Stragglers += w.stragglers
@@ -234,7 +250,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	for _, w := range f.workers {
 		tauSum += w.tauSum
 	}
-	agg, err := f.Aggregate.Release(f.avg, accs, expected)
+	agg, err := f.Aggregate.Release(f.avg, f.accs, expected)
 	st.AggregateStats = agg
 	if f.Scaffold != nil {
 		defer f.Scaffold.serverDone()

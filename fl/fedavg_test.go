@@ -173,3 +173,44 @@ func TestEvaluatorMatchesHeldOutCounts(t *testing.T) {
 		t.Fatalf("client metrics %+v, want %d examples at loss log(10)", cm, held)
 	}
 }
+
+// BenchmarkLocalStep times one client's local training (ClientUpdate of
+// McMahan et al. 2017, Algorithm 1) with the MLP at batch 20 on a worker's
+// reused buffers: the whole steady state of a worker, which must report 0
+// allocs/op. examples/s is one goroutine's training throughput.
+func BenchmarkLocalStep(b *testing.B) {
+	ds := blobs(400, 3)
+	m, _ := model.New("mlp", 784, 10)
+	params := make([]float32, m.NumParams())
+	m.Init(params, rand.New(rand.NewPCG(1, 1)))
+	tr := newClientTrainer(m, ClientConfig{Epochs: 1, BatchSize: 20, LR: 0.05})
+	delta := make([]float32, m.NumParams())
+	idx := make([]int32, 100) // a client of 100 examples: 5 local steps
+	for i := range idx {
+		idx[i] = int32(i * 3)
+	}
+	pcg := rand.NewPCG(0, 0)
+	rng := rand.New(pcg)
+	tr.train(delta, params, ds, idx, 1, 0.05, rng) // sizes the shuffle buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		pcg.Seed(1, 2)
+		tr.train(delta, params, ds, idx, 1, 0.05, rng)
+	}
+	b.ReportMetric(float64(len(idx)*b.N)/b.Elapsed().Seconds(), "examples/s")
+}
+
+func TestLocalTrainingDoesNotAllocate(t *testing.T) {
+	ds := blobs(100, 3)
+	m, _ := model.New("mlp", 784, 10)
+	params := make([]float32, m.NumParams())
+	tr := newClientTrainer(m, ClientConfig{Epochs: 2, BatchSize: 20, LR: 0.05})
+	delta := make([]float32, m.NumParams())
+	idx := []int32{1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 65, 69, 73, 77, 81, 85, 89}
+	pcg := rand.NewPCG(0, 0)
+	rng := rand.New(pcg)
+	tr.train(delta, params, ds, idx, 2, 0.05, rng)
+	if a := testing.AllocsPerRun(5, func() { pcg.Seed(1, 2); tr.train(delta, params, ds, idx, 2, 0.05, rng) }); a != 0 {
+		t.Fatalf("local training allocates %v times per client", a)
+	}
+}

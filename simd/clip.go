@@ -50,6 +50,57 @@ func ClipToNorm(dst []float32, c float64) (norm float64) {
 	return norm
 }
 
+// ClipAdd adds the clipped update π(delta, c) of DP-FedAvg (McMahan et al.
+// 2018, Algorithm 1) to sum in one fused pass and returns delta's pre-clip
+// norm ‖delta‖₂ (as Norm2 computes it): it has the effect of
+//
+//	ClipToNorm(delta, c); Add(sum, delta)
+//
+// bit for bit, including the guarantee that the exact Euclidean norm of
+// the float32 vector added to sum is ≤ c, but reads delta twice and writes
+// only sum, and leaves delta unchanged.
+//
+// The fusion is exact because ClipToNorm's first pass already meets its
+// check whenever c ≥ √n·2⁻¹²⁵ and n ≤ 2²⁶: its scale factor s aims 2⁻²³
+// below the target, and the rounding of the products fl(s·δ_i) adds at most
+// 2⁻²⁴ relative plus 2⁻¹⁵⁰ absolute per element (subnormal results), i.e.
+// √n·2⁻¹⁵⁰ ≤ c·2⁻²⁵ on the norm, while Norm2's own error (n+64)·2⁻⁵³ stays
+// below 2⁻²⁶; so sum += fl(s·δ_i) (Axpy, which does not fuse the multiply
+// and add) adds exactly the vector ClipToNorm would have left in delta.
+// Outside that range (tiny c or huge n) ClipAdd runs ClipToNorm on delta
+// in place and then Add, so delta is clipped as a side effect.
+//
+// Like ClipToNorm it panics unless c > 0, and a delta holding NaN or ±Inf
+// gives a NaN or +Inf norm and leaves sum unchanged (callers should reject
+// such updates first with AllFinite). It panics if len(sum) != len(delta)
+// and does not allocate.
+func ClipAdd(sum, delta []float32, c float64) (norm float64) {
+	if !(c > 0) {
+		panic("simd: ClipAdd needs c > 0")
+	}
+	if len(sum) != len(delta) {
+		panic(errLength)
+	}
+	norm = Norm2(delta)
+	if math.IsNaN(norm) || math.IsInf(norm, 1) {
+		return norm
+	}
+	if !(norm > c) {
+		add(sum, delta)
+		return norm
+	}
+	n := len(delta)
+	if n > 1<<26 || c < math.Sqrt(float64(n))*0x1p-125 {
+		ClipToNorm(delta, c)
+		add(sum, delta)
+		return norm
+	}
+	tol := float64(n+64) * 0x1p-53
+	target := c * (1 - 2*tol)
+	axpy(sum, roundDown32(target/norm*(1-0x1p-23)), delta)
+	return norm
+}
+
 // roundDown32 returns the largest float32 ≤ s, for s ≥ 0.
 func roundDown32(s float64) float32 {
 	f := float32(s)

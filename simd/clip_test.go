@@ -1,6 +1,7 @@
 package simd
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -175,4 +176,42 @@ func TestClipToNormBadC(t *testing.T) {
 	for _, c := range []float64{0, -1, math.NaN(), math.Inf(-1)} {
 		mustPanic(t, "ClipToNorm", func() { ClipToNorm([]float32{1}, c) })
 	}
+}
+
+// ClipAdd must equal ClipToNorm followed by Add bit for bit, on both
+// sides of the clip, and leave delta unchanged in its fused range.
+func TestClipAddEqualsClipThenAdd(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(51, 52))
+		for _, n := range equivLengths() {
+			for _, c := range []float64{1e-3, 0.5, 1, 3, 1e6} {
+				delta := offset(rng, special(rng, n))
+				sum := offset(rng, randVec(rng, n))
+				want := append([]float32(nil), sum...)
+				clipped := append([]float32(nil), delta...)
+				wantNorm := ClipToNorm(clipped, c)
+				Add(want, clipped)
+				orig := append([]float32(nil), delta...)
+				norm := ClipAdd(sum, delta, c)
+				if norm != wantNorm {
+					t.Fatalf("n=%d c=%v: norm %v, ClipToNorm %v", n, c, norm, wantNorm)
+				}
+				sameBits(t, fmt.Sprintf("ClipAdd n=%d c=%v", n, c), sum, want)
+				sameBits(t, fmt.Sprintf("ClipAdd delta n=%d c=%v", n, c), delta, orig)
+			}
+		}
+	})
+	// Tiny c takes the ClipToNorm path and clips delta in place.
+	delta := []float32{3, 4}
+	sum := []float32{1, 1}
+	if n := ClipAdd(sum, delta, 1e-40); n != 5 || Norm2(delta) > 1e-40 {
+		t.Fatalf("tiny c: norm %v, delta %v", n, delta)
+	}
+	nan := []float32{1, float32(math.NaN())}
+	sum = []float32{1, 2}
+	if n := ClipAdd(sum, nan, 1); !math.IsNaN(n) || sum[0] != 1 || sum[1] != 2 {
+		t.Fatalf("NaN delta: norm %v, sum %v", n, sum)
+	}
+	mustPanic(t, "ClipAdd c=0", func() { ClipAdd(sum, sum, 0) })
+	mustPanic(t, "ClipAdd lengths", func() { ClipAdd(sum, sum[:1], 1) })
 }

@@ -150,3 +150,48 @@ func allFiniteGeneric(x []float32) bool {
 	}
 	return (s0+s1)+(s2+s3) == 0
 }
+
+func reluGeneric(v []float32) {
+	for i, x := range v {
+		if x < 0 {
+			v[i] = 0
+		}
+	}
+}
+
+func reluMaskGeneric(d, a []float32) {
+	a = a[:len(d)]
+	for i, x := range a {
+		if !(x > 0) {
+			d[i] = 0
+		}
+	}
+}
+
+func addUint32Generic(dst, x []uint32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] += v
+	}
+}
+
+func subUint32Generic(dst, x []uint32) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] -= v
+	}
+}
+
+func addUint64Generic(dst, x []uint64) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] += v
+	}
+}
+
+func subUint64Generic(dst, x []uint64) {
+	x = x[:len(dst)]
+	for i, v := range x {
+		dst[i] -= v
+	}
+}

@@ -4,19 +4,115 @@ package simd
 
 import "simd/archsimd"
 
-// Dispatch for GOEXPERIMENT=simd on amd64. For now it is the same as
-// kernels_generic.go, so the package builds and passes its tests under
-// both settings; archsimd implementations of these functions replace the
-// forwarding bodies here (keeping the generic loops for tails), and the
-// tests compare every kernel against float64 references either way.
+// Dispatch for GOEXPERIMENT=simd on amd64: the AVX-512 kernels of
+// vec_amd64_simd.go and gemm_amd64_simd.go where the CPU has AVX-512,
+// otherwise the generic loops and gonum (as in kernels_generic.go).
 
-func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
-func dot(x, y []float32) float32                     { return dotGeneric(x, y) }
-func sumSquares(x []float32) float64                 { return sumSquaresGeneric(x) }
-func scale(dst []float32, alpha float32)             { scaleGeneric(dst, alpha) }
-func add(dst, x []float32)                           { addGeneric(dst, x) }
-func sub(dst, x, y []float32)                        { subGeneric(dst, x, y) }
-func allFinite(x []float32) bool                     { return allFiniteGeneric(x) }
+// hasAVX512 selects the AVX-512 kernels (AVX-512F and the VL/BW/DQ
+// extensions archsimd's 512-bit operations use); tests switch it off to
+// exercise the fallbacks on an AVX-512 machine.
+var hasAVX512 = archsimd.X86.AVX512()
+
+func axpy(dst []float32, alpha float32, x []float32) {
+	if hasAVX512 {
+		axpyAVX512(dst, alpha, x)
+		return
+	}
+	axpyGeneric(dst, alpha, x)
+}
+
+func dot(x, y []float32) float32 {
+	if hasAVX512 {
+		return dotAVX512(x, y)
+	}
+	return dotGeneric(x, y)
+}
+
+func sumSquares(x []float32) float64 {
+	if hasAVX512 {
+		return sumSquaresAVX512(x)
+	}
+	return sumSquaresGeneric(x)
+}
+
+func scale(dst []float32, alpha float32) {
+	if hasAVX512 {
+		scaleAVX512(dst, alpha)
+		return
+	}
+	scaleGeneric(dst, alpha)
+}
+
+func add(dst, x []float32) {
+	if hasAVX512 {
+		addAVX512(dst, x)
+		return
+	}
+	addGeneric(dst, x)
+}
+
+func sub(dst, x, y []float32) {
+	if hasAVX512 {
+		subAVX512(dst, x, y)
+		return
+	}
+	subGeneric(dst, x, y)
+}
+
+func allFinite(x []float32) bool {
+	if hasAVX512 {
+		return allFiniteAVX512(x)
+	}
+	return allFiniteGeneric(x)
+}
+
+func relu(v []float32) {
+	if hasAVX512 {
+		reluAVX512(v)
+		return
+	}
+	reluGeneric(v)
+}
+
+func reluMask(d, a []float32) {
+	if hasAVX512 {
+		reluMaskAVX512(d, a)
+		return
+	}
+	reluMaskGeneric(d, a)
+}
+
+func addUint32(dst, x []uint32) {
+	if hasAVX512 {
+		addUint32AVX512(dst, x)
+		return
+	}
+	addUint32Generic(dst, x)
+}
+
+func subUint32(dst, x []uint32) {
+	if hasAVX512 {
+		subUint32AVX512(dst, x)
+		return
+	}
+	subUint32Generic(dst, x)
+}
+
+func addUint64(dst, x []uint64) {
+	if hasAVX512 {
+		addUint64AVX512(dst, x)
+		return
+	}
+	addUint64Generic(dst, x)
+}
+
+func subUint64(dst, x []uint64) {
+	if hasAVX512 {
+		subUint64AVX512(dst, x)
+		return
+	}
+	subUint64Generic(dst, x)
+}
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if hasAVX512 {
@@ -25,8 +121,3 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	}
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
-
-// hasAVX512 selects the AVX-512 kernels (AVX-512F and the VL/BW/DQ
-// extensions archsimd's 512-bit operations use); tests switch it off to
-// exercise the fallbacks on an AVX-512 machine.
-var hasAVX512 = archsimd.X86.AVX512()

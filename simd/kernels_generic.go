@@ -4,7 +4,7 @@ package simd
 
 // Portable dispatch: every kernel is its generic loop (generic.go) and
 // Gemm goes to gonum (gemm.go). kernels_amd64_simd.go carries the opposite
-// build constraint and is where archsimd versions go.
+// build constraint and holds the archsimd dispatch.
 
 func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
 func dot(x, y []float32) float32                     { return dotGeneric(x, y) }
@@ -13,6 +13,12 @@ func scale(dst []float32, alpha float32)             { scaleGeneric(dst, alpha) 
 func add(dst, x []float32)                           { addGeneric(dst, x) }
 func sub(dst, x, y []float32)                        { subGeneric(dst, x, y) }
 func allFinite(x []float32) bool                     { return allFiniteGeneric(x) }
+func relu(v []float32)                               { reluGeneric(v) }
+func reluMask(d, a []float32)                        { reluMaskGeneric(d, a) }
+func addUint32(dst, x []uint32)                      { addUint32Generic(dst, x) }
+func subUint32(dst, x []uint32)                      { subUint32Generic(dst, x) }
+func addUint64(dst, x []uint64)                      { addUint64Generic(dst, x) }
+func subUint64(dst, x []uint64)                      { subUint64Generic(dst, x) }
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

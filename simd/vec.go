@@ -92,4 +92,22 @@ func AllFinite(x []float32) bool {
 	return allFinite(x)
 }
 
+// ReLU sets every element v_i < 0 of v to +0 in place (the rectifier
+// max(0, v_i) of the MLP's hidden layers); NaN and −0 are left as they
+// are, so a diverged model still shows up in the loss and in AllFinite.
+// It is exact: every build and path gives the same bits.
+func ReLU(v []float32) {
+	relu(v)
+}
+
+// ReLUMask zeroes d_i (to +0) wherever !(a_i > 0): the backward pass of a
+// ReLU whose outputs were a, δ ← δ ⊙ 1[a > 0], with the derivative at 0
+// taken as 0. Exact, like ReLU. It panics if len(d) != len(a).
+func ReLUMask(d, a []float32) {
+	if len(d) != len(a) {
+		panic(errLength)
+	}
+	reluMask(d, a)
+}
+
 const errLength = "simd: slice lengths differ"

@@ -184,7 +184,7 @@ func conv(out, col, w, b []float32, rows, f, k int) {
 	for r := 0; r < rows*f; r += f {
 		row := out[r : r+f]
 		simd.Add(row, b)
-		relu(row)
+		simd.ReLU(row)
 	}
 }
 
@@ -287,7 +287,7 @@ func (ws *cnnWorkspace) LossGrad(params, x []float32, labels []uint8, grad []flo
 			dh[i] *= mask[i]
 		}
 	}
-	reluBackward(dh, h) // h = mask·relu(z) is 0 wherever z ≤ 0
+	simd.ReLUMask(dh, h) // h = mask·relu(z) is 0 wherever z ≤ 0
 
 	pool := ws.pool[:n*m.flat]
 	denseBackward(grad[m.w3:m.b3], grad[m.b3:m.w4], dh, pool, n, m.hidden, m.flat)
@@ -304,7 +304,7 @@ func (ws *cnnWorkspace) LossGrad(params, x []float32, labels []uint8, grad []flo
 	for i, at := range ws.arg[:n*m.flat] {
 		da2[at] += dp[i]
 	}
-	reluBackward(da2, ws.a2[:n*p2*m.c2])
+	simd.ReLUMask(da2, ws.a2[:n*p2*m.c2])
 
 	col2 := ws.col2[:n*p2*m.k2]
 	denseBackward(grad[m.w2:m.b2], grad[m.b2:m.w3], da2, col2, n*p2, m.c2, m.k2)
@@ -312,7 +312,7 @@ func (ws *cnnWorkspace) LossGrad(params, x []float32, labels []uint8, grad []flo
 	simd.Gemm(false, false, n*p2, m.k2, m.c2, 1, da2, m.c2, params[m.w2:m.b2], m.k2, 0, dcol2, m.k2)
 	da1 := ws.dA1[:n*p1*m.c1]
 	col2im(da1, dcol2, n, m.s1, m.c1)
-	reluBackward(da1, ws.a1[:n*p1*m.c1])
+	simd.ReLUMask(da1, ws.a1[:n*p1*m.c1])
 
 	denseBackward(grad[m.w1:m.b1], grad[m.b1:m.w2], da1, ws.col1[:n*p1*m.k1], n*p1, m.c1, m.k1)
 	return lossSum / float64(n)

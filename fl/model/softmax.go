@@ -26,9 +26,13 @@ func softmaxCrossEntropy(dst, logits []float32, labels []uint8, C int, scale flo
 			}
 		}
 		mf := float64(m)
+		// Each exp is computed once and kept for the gradient (C ≤ 256,
+		// since labels are uint8 and New caps classes there).
+		var e [256]float64
 		var s float64
-		for _, v := range z {
-			s += math.Exp(float64(v) - mf)
+		for j, v := range z {
+			e[j] = math.Exp(float64(v) - mf)
+			s += e[j]
 		}
 		lossSum += mf + math.Log(s) - float64(z[y])
 		if arg == int(y) {
@@ -36,8 +40,8 @@ func softmaxCrossEntropy(dst, logits []float32, labels []uint8, C int, scale flo
 		}
 		if dst != nil {
 			d := dst[k*C : (k+1)*C]
-			for j, v := range z {
-				p := math.Exp(float64(v)-mf) / s
+			for j := range z {
+				p := e[j] / s
 				if j == int(y) {
 					p--
 				}

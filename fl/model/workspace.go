@@ -31,7 +31,7 @@ func (ws *workspace) forward(params, x []float32, n int) []float32 {
 			row := out[r : r+ly.out]
 			simd.Add(row, b)
 			if l != last {
-				relu(row)
+				simd.ReLU(row)
 			}
 		}
 		in = out
@@ -84,7 +84,7 @@ func (ws *workspace) LossGrad(params, x []float32, labels []uint8, grad []float3
 			prev := ws.delta[l-1][:n*ly.in]
 			// δ_{l−1} = δ·W: (n×out)·(out×in).
 			simd.Gemm(false, false, n, ly.in, ly.out, 1, d, ly.out, ly.weights(params), ly.in, 0, prev, ly.in)
-			reluBackward(prev, in)
+			simd.ReLUMask(prev, in)
 		}
 	}
 	return lossSum / float64(n)
@@ -106,24 +106,4 @@ func (ws *workspace) Evaluate(params, x []float32, labels []uint8) (lossSum floa
 		correct += c
 	}
 	return lossSum, correct
-}
-
-// relu sets negative entries to 0 in place; NaN stays NaN so that a
-// diverged model shows up in the loss and in AllFinite checks.
-func relu(v []float32) {
-	for i, x := range v {
-		if x < 0 {
-			v[i] = 0
-		}
-	}
-}
-
-// reluBackward zeroes d wherever the ReLU output a was not positive.
-func reluBackward(d, a []float32) {
-	a = a[:len(d)]
-	for i, x := range a {
-		if !(x > 0) {
-			d[i] = 0
-		}
-	}
 }

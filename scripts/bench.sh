@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Side-by-side training throughput: dpfl (plain build and GOEXPERIMENT=simd
+# build) against the PyTorch reference ../shared/bench/torch_fedavg.py on
+# the same job (MLP 784-200-200-10, batch 20, SGD, per-client clip, one
+# thread each), interleaved and repeated REPS times in one run so that
+# load from other processes hits all three alike. Prints each run's
+# examples/s, then the median of each and the ratios of medians.
+#
+#   scripts/bench.sh                  # REPS=3 ROUNDS=10 COHORT=100
+#   REPS=5 ROUNDS=20 scripts/bench.sh
+#   PROFILE=/tmp/simd.pprof scripts/bench.sh   # CPU profile of the last simd run
+#
+# Needs Fashion-MNIST and python3-torch (installed with apt-get when run
+# as root and missing; CI does not run this script).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=$PATH:/usr/local/go/bin
+REPS=${REPS:-3}
+ROUNDS=${ROUNDS:-10}
+COHORT=${COHORT:-100}
+CLIENTS=${CLIENTS:-1000}
+MODEL=${MODEL:-mlp}
+TORCH=${TORCH:-../shared/bench/torch_fedavg.py}
+[ -f "$TORCH" ] || TORCH=/work/shared/bench/torch_fedavg.py
+DATA=/usr/share/datasets/fashion-mnist
+
+need=()
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] || need+=(dataset-fashion-mnist)
+/usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+# Debian's torch calls whatever libblas.so.3 the alternatives select; with
+# only the reference (netlib) BLAS it runs ~10× slower than with OpenBLAS,
+# which would make the comparison meaningless.
+ls /usr/lib/x86_64-linux-gnu/openblas-*/libblas.so.3 >/dev/null 2>&1 || need+=(libopenblas0-openmp)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq "${need[@]}" >/dev/null || { apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null; }
+  else
+    echo "missing: ${need[*]} (apt-get install ${need[*]})" >&2; exit 1
+  fi
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/bench-plain" ./bench
+GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./bench
+
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
+args=(--clients "$CLIENTS" --cohort "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip 1 --z 1 --model "$MODEL")
+echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') with $blas"
+echo "# job: ${args[*]}; one thread each (torch --threads 1, GOMAXPROCS=1 --workers 1)"
+rate() { sed -n 's/.*examples_per_s=\([0-9.]*\).*/\1/p'; }
+declare -a T P S
+for r in $(seq "$REPS"); do
+  t=$(/usr/bin/python3 "$TORCH" "${args[@]}" --threads 1 | tee "$tmp/torch.$r" | grep RESULT | rate)
+  p=$(GOMAXPROCS=1 "$tmp/bench-plain" "${args[@]}" --workers 1 | tee "$tmp/plain.$r" | grep RESULT | rate)
+  prof=()
+  [ -n "${PROFILE:-}" ] && [ "$r" = "$REPS" ] && prof=(--cpuprofile "$PROFILE")
+  s=$(GOMAXPROCS=1 "$tmp/bench-simd" "${args[@]}" --workers 1 "${prof[@]}" | tee "$tmp/simd.$r" | grep RESULT | rate)
+  T+=("$t"); P+=("$p"); S+=("$s")
+  printf 'rep %d examples/s: torch %s  dpfl-plain %s  dpfl-simd %s\n' "$r" "$t" "$p" "$s"
+done
+echo "# final test accuracy (last rep): torch $(grep -o 'test_acc=[0-9.]*' "$tmp/torch.$REPS" | tail -1) plain $(grep -o 'test_acc=[0-9.]*' "$tmp/plain.$REPS" | tail -1) simd $(grep -o 'test_acc=[0-9.]*' "$tmp/simd.$REPS" | tail -1)"
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+mt=$(median "${T[@]}"); mp=$(median "${P[@]}"); ms=$(median "${S[@]}")
+echo "median examples/s: torch $mt  dpfl-plain $mp  dpfl-simd $ms"
+awk -v t="$mt" -v p="$mp" -v s="$ms" 'BEGIN {printf "ratio vs torch: dpfl-plain %.2fx  dpfl-simd %.2fx\n", p/t, s/t}'

@@ -1,0 +1,199 @@
+//go:build goexperiment.simd && amd64
+
+package simd
+
+import "simd/archsimd"
+
+// AVX-512 level-1 kernels. Element-wise kernels do exactly the float32
+// operations of the generic loops (no fusing), so they are bit-identical
+// to them; the reductions (dot, sumSquares) keep 32 (float32) or 16
+// (float64) interleaved partial sums combined pairwise, within the bounds
+// documented on Dot and Norm2. Tails shorter than a vector use the generic
+// loops (element-wise) or zero-filled partial loads (reductions).
+
+func axpyAVX512(dst []float32, alpha float32, x []float32) {
+	x = x[:len(dst)]
+	va := archsimd.BroadcastFloat32x16(alpha)
+	for len(dst) >= 32 && len(x) >= 32 {
+		d0 := archsimd.LoadFloat32x16((*[16]float32)(dst[0:16]))
+		d1 := archsimd.LoadFloat32x16((*[16]float32)(dst[16:32]))
+		x0 := archsimd.LoadFloat32x16((*[16]float32)(x[0:16]))
+		x1 := archsimd.LoadFloat32x16((*[16]float32)(x[16:32]))
+		x0.Mul(va).Add(d0).Store((*[16]float32)(dst[0:16]))
+		x1.Mul(va).Add(d1).Store((*[16]float32)(dst[16:32]))
+		dst, x = dst[32:], x[32:]
+	}
+	axpyGeneric(dst, alpha, x)
+}
+
+func addAVX512(dst, x []float32) {
+	x = x[:len(dst)]
+	for len(dst) >= 32 && len(x) >= 32 {
+		d0 := archsimd.LoadFloat32x16((*[16]float32)(dst[0:16]))
+		d1 := archsimd.LoadFloat32x16((*[16]float32)(dst[16:32]))
+		x0 := archsimd.LoadFloat32x16((*[16]float32)(x[0:16]))
+		x1 := archsimd.LoadFloat32x16((*[16]float32)(x[16:32]))
+		d0.Add(x0).Store((*[16]float32)(dst[0:16]))
+		d1.Add(x1).Store((*[16]float32)(dst[16:32]))
+		dst, x = dst[32:], x[32:]
+	}
+	addGeneric(dst, x)
+}
+
+func subAVX512(dst, x, y []float32) {
+	x, y = x[:len(dst)], y[:len(dst)]
+	for len(dst) >= 16 && len(x) >= 16 && len(y) >= 16 {
+		x0 := archsimd.LoadFloat32x16((*[16]float32)(x[0:16]))
+		y0 := archsimd.LoadFloat32x16((*[16]float32)(y[0:16]))
+		x0.Sub(y0).Store((*[16]float32)(dst[0:16]))
+		dst, x, y = dst[16:], x[16:], y[16:]
+	}
+	subGeneric(dst, x, y)
+}
+
+func scaleAVX512(dst []float32, alpha float32) {
+	va := archsimd.BroadcastFloat32x16(alpha)
+	for len(dst) >= 32 {
+		d0 := archsimd.LoadFloat32x16((*[16]float32)(dst[0:16]))
+		d1 := archsimd.LoadFloat32x16((*[16]float32)(dst[16:32]))
+		d0.Mul(va).Store((*[16]float32)(dst[0:16]))
+		d1.Mul(va).Store((*[16]float32)(dst[16:32]))
+		dst = dst[32:]
+	}
+	scaleGeneric(dst, alpha)
+}
+
+// dotAVX512: two Float32x16 accumulators (32 partial sums, fused
+// multiply-adds), the tail through a zero-filled partial load, then a
+// five-level pairwise combine. A term passes through at most ⌈n/32⌉
+// accumulator roundings and five combine roundings, inside Dot's bound.
+func dotAVX512(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s0, s1 archsimd.Float32x16
+	for len(x) >= 32 && len(y) >= 32 {
+		s0 = archsimd.LoadFloat32x16((*[16]float32)(x[0:16])).MulAdd(archsimd.LoadFloat32x16((*[16]float32)(y[0:16])), s0)
+		s1 = archsimd.LoadFloat32x16((*[16]float32)(x[16:32])).MulAdd(archsimd.LoadFloat32x16((*[16]float32)(y[16:32])), s1)
+		x, y = x[32:], y[32:]
+	}
+	if len(x) > 0 {
+		s0 = archsimd.LoadFloat32x16SlicePart(x).MulAdd(archsimd.LoadFloat32x16SlicePart(y), s0)
+		if len(x) > 16 {
+			s1 = archsimd.LoadFloat32x16SlicePart(x[16:]).MulAdd(archsimd.LoadFloat32x16SlicePart(y[16:]), s1)
+		}
+	}
+	return hsum16(s0.Add(s1))
+}
+
+// hsum16 adds the 16 lanes of v pairwise (four levels).
+func hsum16(v archsimd.Float32x16) float32 {
+	w := v.GetLo().Add(v.GetHi())
+	q := w.GetLo().Add(w.GetHi())
+	var t [4]float32
+	q.Store(&t)
+	return (t[0] + t[2]) + (t[1] + t[3])
+}
+
+// sumSquaresAVX512 widens 8 floats at a time to float64 (exact squares)
+// into four Float64x8 accumulators: 32 partial sums, combined pairwise.
+func sumSquaresAVX512(x []float32) float64 {
+	var s0, s1, s2, s3 archsimd.Float64x8
+	for len(x) >= 32 {
+		a := archsimd.LoadFloat32x8((*[8]float32)(x[0:8])).ConvertToFloat64()
+		b := archsimd.LoadFloat32x8((*[8]float32)(x[8:16])).ConvertToFloat64()
+		c := archsimd.LoadFloat32x8((*[8]float32)(x[16:24])).ConvertToFloat64()
+		d := archsimd.LoadFloat32x8((*[8]float32)(x[24:32])).ConvertToFloat64()
+		s0 = a.MulAdd(a, s0)
+		s1 = b.MulAdd(b, s1)
+		s2 = c.MulAdd(c, s2)
+		s3 = d.MulAdd(d, s3)
+		x = x[32:]
+	}
+	var t [8]float64
+	s0.Add(s1).Add(s2.Add(s3)).Store(&t)
+	s := ((t[0] + t[4]) + (t[1] + t[5])) + ((t[2] + t[6]) + (t[3] + t[7]))
+	return s + sumSquaresGeneric(x)
+}
+
+// allFiniteAVX512 sums x·0 (±0 for finite x, NaN for NaN and ±Inf).
+func allFiniteAVX512(x []float32) bool {
+	var s0, s1 archsimd.Float32x16
+	var zero archsimd.Float32x16
+	for len(x) >= 32 {
+		s0 = s0.Add(archsimd.LoadFloat32x16((*[16]float32)(x[0:16])).Mul(zero))
+		s1 = s1.Add(archsimd.LoadFloat32x16((*[16]float32)(x[16:32])).Mul(zero))
+		x = x[32:]
+	}
+	return hsum16(s0.Add(s1)) == 0 && allFiniteGeneric(x)
+}
+
+// reluAVX512 replaces exactly the elements with v < 0 (not NaN, not −0) by
+// +0, like the generic loop.
+func reluAVX512(v []float32) {
+	var zero archsimd.Float32x16
+	for len(v) >= 16 {
+		x := archsimd.LoadFloat32x16((*[16]float32)(v[0:16]))
+		zero.Merge(x, x.Less(zero)).Store((*[16]float32)(v[0:16]))
+		v = v[16:]
+	}
+	reluGeneric(v)
+}
+
+// reluMaskAVX512 zeroes d where !(a > 0).
+func reluMaskAVX512(d, a []float32) {
+	a = a[:len(d)]
+	var zero archsimd.Float32x16
+	for len(d) >= 16 && len(a) >= 16 {
+		m := archsimd.LoadFloat32x16((*[16]float32)(a[0:16])).Greater(zero)
+		archsimd.LoadFloat32x16((*[16]float32)(d[0:16])).Masked(m).Store((*[16]float32)(d[0:16]))
+		d, a = d[16:], a[16:]
+	}
+	reluMaskGeneric(d, a)
+}
+
+func addUint32AVX512(dst, x []uint32) {
+	x = x[:len(dst)]
+	for len(dst) >= 32 && len(x) >= 32 {
+		d0 := archsimd.LoadUint32x16((*[16]uint32)(dst[0:16]))
+		d1 := archsimd.LoadUint32x16((*[16]uint32)(dst[16:32]))
+		d0.Add(archsimd.LoadUint32x16((*[16]uint32)(x[0:16]))).Store((*[16]uint32)(dst[0:16]))
+		d1.Add(archsimd.LoadUint32x16((*[16]uint32)(x[16:32]))).Store((*[16]uint32)(dst[16:32]))
+		dst, x = dst[32:], x[32:]
+	}
+	addUint32Generic(dst, x)
+}
+
+func subUint32AVX512(dst, x []uint32) {
+	x = x[:len(dst)]
+	for len(dst) >= 32 && len(x) >= 32 {
+		d0 := archsimd.LoadUint32x16((*[16]uint32)(dst[0:16]))
+		d1 := archsimd.LoadUint32x16((*[16]uint32)(dst[16:32]))
+		d0.Sub(archsimd.LoadUint32x16((*[16]uint32)(x[0:16]))).Store((*[16]uint32)(dst[0:16]))
+		d1.Sub(archsimd.LoadUint32x16((*[16]uint32)(x[16:32]))).Store((*[16]uint32)(dst[16:32]))
+		dst, x = dst[32:], x[32:]
+	}
+	subUint32Generic(dst, x)
+}
+
+func addUint64AVX512(dst, x []uint64) {
+	x = x[:len(dst)]
+	for len(dst) >= 16 && len(x) >= 16 {
+		d0 := archsimd.LoadUint64x8((*[8]uint64)(dst[0:8]))
+		d1 := archsimd.LoadUint64x8((*[8]uint64)(dst[8:16]))
+		d0.Add(archsimd.LoadUint64x8((*[8]uint64)(x[0:8]))).Store((*[8]uint64)(dst[0:8]))
+		d1.Add(archsimd.LoadUint64x8((*[8]uint64)(x[8:16]))).Store((*[8]uint64)(dst[8:16]))
+		dst, x = dst[16:], x[16:]
+	}
+	addUint64Generic(dst, x)
+}
+
+func subUint64AVX512(dst, x []uint64) {
+	x = x[:len(dst)]
+	for len(dst) >= 16 && len(x) >= 16 {
+		d0 := archsimd.LoadUint64x8((*[8]uint64)(dst[0:8]))
+		d1 := archsimd.LoadUint64x8((*[8]uint64)(dst[8:16]))
+		d0.Sub(archsimd.LoadUint64x8((*[8]uint64)(x[0:8]))).Store((*[8]uint64)(dst[0:8]))
+		d1.Sub(archsimd.LoadUint64x8((*[8]uint64)(x[8:16]))).Store((*[8]uint64)(dst[8:16]))
+		dst, x = dst[16:], x[16:]
+	}
+	subUint64Generic(dst, x)
+}
