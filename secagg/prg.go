@@ -19,6 +19,10 @@ var littleEndian = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
+// zeroChunk is a read-only source of zeros: XORing the keystream into it
+// writes the keystream without first clearing the destination.
+var zeroChunk [prgChunk]byte
+
 // prgBuf is the reusable scratch space of addMask.
 type prgBuf [prgChunk]byte
 
@@ -38,8 +42,8 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 	for len(dst) > 0 {
 		n := min(len(dst), prgChunk/4)
 		b := buf[:4*n]
-		clear(b)
-		ctr.XORKeyStream(b, b)
+		ctr.XORKeyStream(b, zeroChunk[:4*n]) // the keystream itself
+
 		d := dst[:n]
 		if littleEndian {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
