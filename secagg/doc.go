@@ -25,7 +25,10 @@
 //   - Round 1, ShareKeys. Each client draws its self-mask seed b_u (again a
 //     uniform scalar; the PRG key is HKDF(b_u, session, "dpfl/secagg/v1
 //     self mask")), Shamir-shares σ_u and b_u t-out-of-(k+1) among its
-//     neighbours and itself (evaluation point = holder's ClientID), and
+//     neighbours and itself (evaluation point = holder's ClientID; shares
+//     as in circl's secretsharing, computed with circl's Ristretto255
+//     scalars but our own Horner evaluation and batched Lagrange
+//     interpolation, which are several times faster at large k), and
 //     sends each neighbour v its two shares under AES-256-GCM keyed by
 //     HKDF(X25519(c_u^SK, c_v^PK), session, "dpfl/secagg/v1 share
 //     encryption"), with AAD session‖u‖v. The server forwards them: U2.
