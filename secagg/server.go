@@ -469,10 +469,10 @@ type maskTask struct {
 //
 // Errors: out of round; ErrTooFewSurvivors if some secret has fewer than t
 // shares; a mask key that does not match its public key (a holder sent a
-// bad share). Finish holds the server for its duration (seconds at
-// n = 1000 with many dropouts): other calls wait. On error no sum is returned and the instance stays in round
+// bad share). On error no sum is returned and the instance stays in round
 // 4, so Finish may be retried after more Unmask messages. After success,
-// Finish returns the same Result again.
+// Finish returns the same Result again. Finish holds the server for its
+// duration (seconds at n = 1000 with many dropouts): other calls wait.
 func (s *Server) Finish() (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
