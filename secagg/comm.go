@@ -5,7 +5,8 @@ package secagg
 // ciphertexts at their length. Framing, JSON and transport overhead are the
 // caller's and not counted.
 type Traffic struct {
-	Sent, Received int
+	Sent     int // bytes from the client to the server
+	Received int // bytes from the server to the client
 }
 
 // ClientTraffic is the Traffic of a client with k neighbours, all in U2,
