@@ -83,7 +83,6 @@ func BenchmarkClientMaskedInput(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/d=%d", c.name, d), func(b *testing.B) {
 				cl, _, sm := clientFixture(b, c.p.Neighbors, c.p.Threshold, d)
 				x := make([]uint32, d)
-				b.SetBytes(int64(4 * d))
 				for b.Loop() {
 					cl.stage = clientMaskedInput
 					if _, err := cl.MaskedInput(sm, x); err != nil {

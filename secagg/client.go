@@ -55,7 +55,7 @@ type Client struct {
 // (non-zero), session the instance's session bytes (non-empty, the same the
 // server has), rand the source of every secret the client draws (use
 // crypto/rand.Reader; the Shamir polynomials always come from crypto/rand).
-// It errors on a zero id, an empty session or a failing rand.
+// It errors on a zero id, an empty session, or a nil or failing rand.
 //
 // c_u is a fresh X25519 key pair. s_u^SK is not drawn directly: a uniform
 // Ristretto255 scalar is, and s_u^SK = HKDF-SHA256(scalar, salt = session,
@@ -67,6 +67,9 @@ func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseM
 	}
 	if len(session) == 0 {
 		return nil, AdvertiseMsg{}, errors.New("secagg: empty session")
+	}
+	if rand == nil {
+		return nil, AdvertiseMsg{}, errors.New("secagg: nil randomness source")
 	}
 	c := &Client{id: id, session: slices.Clone(session), rnd: rand}
 	if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {

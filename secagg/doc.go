@@ -25,7 +25,10 @@
 //   - Round 1, ShareKeys. Each client draws its self-mask seed b_u (again a
 //     uniform scalar; the PRG key is HKDF(b_u, session, "dpfl/secagg/v1
 //     self mask")), Shamir-shares σ_u and b_u t-out-of-(k+1) among its
-//     neighbours and itself (evaluation point = holder's ClientID), and
+//     neighbours and itself (evaluation point = holder's ClientID; shares
+//     as in circl's secretsharing, computed with circl's Ristretto255
+//     scalars but our own Horner evaluation and batched Lagrange
+//     interpolation, which are several times faster at large k), and
 //     sends each neighbour v its two shares under AES-256-GCM keyed by
 //     HKDF(X25519(c_u^SK, c_v^PK), session, "dpfl/secagg/v1 share
 //     encryption"), with AAD session‖u‖v. The server forwards them: U2.
@@ -61,9 +64,10 @@
 // protected against: a malicious server (it could lie about dropouts to ask
 // for both secrets of one client, or show different clients different
 // views; that needs round 3 and authenticated key advertisement, not
-// implemented); clients sending malformed but well-formed-looking inputs
-// (the sum is only as good as its inputs: clip and bound them before
-// encoding); traffic analysis; and the sum itself, which is what
+// implemented); clients that deviate from the protocol (a wrong input or a
+// wrong share of some b_u corrupts the sum undetected; a wrong share of a
+// dropped client's mask key is detected and aborts; a bad ciphertext makes
+// its recipient fail with an error naming the sender); traffic analysis; and the sum itself, which is what
 // differential privacy noise, added elsewhere, protects. Every message a
 // client sends is validated: a bad one is refused with a *PeerError naming
 // the client and leaves the state unchanged; nothing a client sends can

@@ -25,7 +25,12 @@ type PeerError struct {
 	Err    error
 }
 
+// Error names the client first, so that logs and HTTP replies say whose
+// message was refused.
 func (e *PeerError) Error() string { return fmt.Sprintf("secagg: client %d: %v", e.Client, e.Err) }
+
+// Unwrap gives the cause, e.g. ErrTooFewSurvivors for a message sent to an
+// aborted instance.
 func (e *PeerError) Unwrap() error { return e.Err }
 
 func peerErr(id ClientID, format string, args ...any) error {

@@ -19,6 +19,10 @@ var littleEndian = func() bool {
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
 
+// zeroChunk is a read-only source of zeros: XORing the keystream into it
+// writes the keystream without first clearing the destination.
+var zeroChunk [prgChunk]byte
+
 // prgBuf is the reusable scratch space of addMask.
 type prgBuf [prgChunk]byte
 
@@ -38,8 +42,8 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 	for len(dst) > 0 {
 		n := min(len(dst), prgChunk/4)
 		b := buf[:4*n]
-		clear(b)
-		ctr.XORKeyStream(b, b)
+		ctr.XORKeyStream(b, zeroChunk[:4*n]) // the keystream itself
+
 		d := dst[:n]
 		if littleEndian {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
@@ -59,43 +63,5 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 			}
 		}
 		dst = dst[n:]
-	}
-}
-
-// addWords sets dst[i] += w[i] mod 2^32; len(w) ≥ len(dst).
-func addWords(dst, w []uint32) {
-	w = w[:len(dst)]
-	for len(dst) >= 8 {
-		dst[0] += w[0]
-		dst[1] += w[1]
-		dst[2] += w[2]
-		dst[3] += w[3]
-		dst[4] += w[4]
-		dst[5] += w[5]
-		dst[6] += w[6]
-		dst[7] += w[7]
-		dst, w = dst[8:], w[8:]
-	}
-	for i := range dst {
-		dst[i] += w[i]
-	}
-}
-
-// subWords sets dst[i] -= w[i] mod 2^32; len(w) ≥ len(dst).
-func subWords(dst, w []uint32) {
-	w = w[:len(dst)]
-	for len(dst) >= 8 {
-		dst[0] -= w[0]
-		dst[1] -= w[1]
-		dst[2] -= w[2]
-		dst[3] -= w[3]
-		dst[4] -= w[4]
-		dst[5] -= w[5]
-		dst[6] -= w[6]
-		dst[7] -= w[7]
-		dst, w = dst[8:], w[8:]
-	}
-	for i := range dst {
-		dst[i] -= w[i]
 	}
 }

@@ -2,6 +2,7 @@ package secagg
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -21,9 +22,9 @@ func TestShamirAgainstCircl(t *testing.T) {
 		seen := map[ClientID]bool{}
 		holders := make([]ClientID, 0, n)
 		for len(holders) < n {
-			id := ClientID(1 + rng.IntN(1<<(4+trial%28)+n))
+			id := ClientID(1 + rng.Uint32N(uint32(1)<<(4+trial%28)+uint32(n)))
 			if trial%5 == 0 {
-				id = ClientID(1<<32 - 1 - rng.IntN(3*n)) // near the top of uint32
+				id = ClientID(math.MaxUint32 - rng.Uint32N(uint32(3*n))) // near the top of uint32
 			}
 			if !seen[id] {
 				seen[id] = true

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +83,69 @@ func TestBelowThreshold(t *testing.T) {
 			t.Fatalf("got %v", err)
 		}
 	})
+}
+
+// TestBadMaskKeyShare has a holder send a well-formed but wrong share of a
+// dropped client's mask key: the reconstructed key does not match the
+// advertised one, so Finish fails, naming the dropped client, with no sum.
+func TestBadMaskKeyShare(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	const n, d = 6, 4
+	h := newHarness(t, ServerConfig{Dim: d, Params: Params{Neighbors: n - 1, Threshold: 3}}, testInputs(rng, n, d), map[ClientID]dropStage{6: dropBeforeMasked})
+	h.hook = func(round int, open bool) {
+		if round != 4 || !open {
+			return
+		}
+		req, _ := h.srv.UnmaskRequest(1)
+		um, err := h.clients[1].Unmask(req)
+		if err != nil || len(um.MaskKeyShares) != 1 {
+			t.Fatalf("client 1's unmask: %v, %d mask-key shares", err, len(um.MaskKeyShares))
+		}
+		um.MaskKeyShares[0].Value = um.SelfShares[0].Value // a valid scalar, the wrong one
+		if err := h.srv.Unmask(um); err != nil {
+			t.Fatal(err)
+		}
+		h.drop[1] = dropBeforeUnmask // its (bad) answer is in
+	}
+	res, err := h.run()
+	if err == nil || res.Sum != nil || !strings.Contains(err.Error(), "client 6") {
+		t.Fatalf("got %v with sum %v, want an error naming client 6 and no sum", err, res.Sum)
+	}
+}
+
+// TestExactSumChosenSparse runs an instance on the sparse graph that
+// ChooseParams picks (n = 60 without dropouts; under the long run also
+// n = 300 at 10% dropout), checking the exact sum.
+func TestExactSumChosenSparse(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	cases := []struct {
+		n    int
+		rate float64
+	}{{60, 0}}
+	if !testing.Short() {
+		cases = append(cases, struct {
+			n    int
+			rate float64
+		}{300, 0.1})
+	}
+	for _, c := range cases {
+		drop := map[ClientID]dropStage{}
+		for id := 1; id <= c.n; id++ {
+			if rng.Float64() < c.rate/2 {
+				drop[ClientID(id)] = dropStage(2 + rng.IntN(3))
+			}
+		}
+		h := newHarness(t, ServerConfig{Dim: 7, DropoutRate: c.rate}, testInputs(rng, c.n, 7), drop)
+		res, err := h.run()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := h.srv.Params(); p.Neighbors >= c.n-1 {
+			t.Fatalf("n=%d: expected a sparse graph, got %+v", c.n, p)
+		}
+		if !slices.Equal(res.Sum, h.plainSum(res.Survivors)) {
+			t.Fatalf("n=%d: wrong sum", c.n)
+		}
+		t.Logf("n=%d δ=%v: %+v, %d survivors", c.n, c.rate, h.srv.Params(), len(res.Survivors))
+	}
 }
