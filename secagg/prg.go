@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
+	"github.com/dpfl/dpfl/simd"
 	"unsafe"
 )
 
@@ -48,9 +49,9 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 		if littleEndian {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
 			if sub {
-				subWords(d, w)
+				simd.SubUint32(d, w)
 			} else {
-				addWords(d, w)
+				simd.AddUint32(d, w)
 			}
 		} else {
 			for i := range d {

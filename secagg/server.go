@@ -3,6 +3,7 @@ package secagg
 import (
 	"errors"
 	"fmt"
+	"github.com/dpfl/dpfl/simd"
 	"runtime"
 	"slices"
 	"sync"
@@ -322,7 +323,7 @@ func (s *Server) MaskedInput(m MaskedInputMsg) error {
 	case len(m.Masked) != s.cfg.Dim:
 		return peerErr(m.From, "masked input has %d elements, want %d", len(m.Masked), s.cfg.Dim)
 	}
-	addWords(s.sum, m.Masked)
+	simd.AddUint32(s.sum, m.Masked)
 	s.inU3[i] = true
 	return nil
 }
@@ -571,7 +572,7 @@ func (s *Server) finish() (Result, error) {
 	res.Sum = slices.Clone(s.sum)
 	for _, m := range masks {
 		if m != nil { // a goroutine that got no task
-			addWords(res.Sum, m)
+			simd.AddUint32(res.Sum, m)
 		}
 	}
 	return res, nil
