@@ -10,6 +10,7 @@
 //	GET  /v1/jobs                 list jobs
 //	GET  /v1/jobs/:id             state, round, latest metrics
 //	GET  /v1/jobs/:id/metrics     every committed round's metrics
+//	GET  /v1/jobs/:id/rounds      per-round participation and estimated time
 //	GET  /v1/jobs/:id/privacy     privacy ledger and ε at the job's δ
 //	POST /v1/jobs/:id/cancel      stop a running job
 //	GET  /v1/jobs/:id/model       latest global model parameters
@@ -103,6 +104,7 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	v1.GET("/jobs", h.list)
 	v1.GET("/jobs/:id", h.get)
 	v1.GET("/jobs/:id/metrics", h.metrics)
+	v1.GET("/jobs/:id/rounds", h.rounds)
 	v1.GET("/jobs/:id/privacy", h.privacy)
 	v1.POST("/jobs/:id/cancel", h.cancel)
 	v1.GET("/jobs/:id/model", h.model)
@@ -158,6 +160,17 @@ func (h handlers) metrics(c echo.Context) error {
 		met = []job.RoundMetrics{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": met})
+}
+
+func (h handlers) rounds(c echo.Context) error {
+	rs, err := h.m.Rounds(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if rs == nil {
+		rs = []job.RoundRecord{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": rs})
 }
 
 func (h handlers) privacy(c echo.Context) error {

@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/simd"
 )
 
@@ -60,6 +62,12 @@ type FedAvg struct {
 	// steps no longer pull the model towards their own optimum. Only with
 	// the example-weighted mean (no DP).
 	Normalize bool
+	// RoundTime, when set, estimates each round's wall-clock time on real
+	// devices (RoundStats.EstimatedSeconds): the model is downloaded as
+	// float32 (4d bytes), uploaded as float32 or, under secure
+	// aggregation, as the protocol's traffic (secagg.ClientTraffic), and
+	// every client that reported counts towards the slowest device.
+	RoundTime *RoundTimeModel
 
 	workers []*worker
 	accs    []Accumulator
@@ -80,8 +88,12 @@ func stepWeight(tau int, beta float64) float64 {
 	return a
 }
 
-// stragglerStream separates the straggler draws from the shuffles.
-const stragglerStream = 0x5354524147474c45 // "STRAGGLE"
+// stragglerStream separates the straggler draws from the shuffles, and
+// deviceStream the round-time model's device factors.
+const (
+	stragglerStream = 0x5354524147474c45 // "STRAGGLE"
+	deviceStream    = 0x4445564943455321 // "DEVICES!"
+)
 
 // worker is one goroutine's state, all allocated in setup: the trainer's
 // buffers, its accumulator, the delta buffer and the shuffle generator,
@@ -92,9 +104,12 @@ type worker struct {
 	delta   []float32
 	pcg     *rand.PCG
 	rng     *rand.Rand
-	// spcg and srng draw the stragglers (a stream of their own).
+	// spcg and srng draw the stragglers (a stream of their own), and the
+	// device factors of the round-time model.
 	spcg *rand.PCG
 	srng *rand.Rand
+	// devices holds this round's reporting clients' device times.
+	devices []DeviceTime
 	// per-round results
 	lossSum    float64
 	examples   int
@@ -121,6 +136,9 @@ type RoundStats struct {
 	// Stragglers counts the cohort's stragglers (kept with fewer epochs,
 	// or dropped with DropStragglers).
 	Stragglers int
+	// EstimatedSeconds is the round's estimated wall-clock time on
+	// devices (with FedAvg.RoundTime; 0 otherwise).
+	EstimatedSeconds float64
 }
 
 func (f *FedAvg) setup() {
@@ -179,6 +197,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	for _, w := range f.workers {
 		w.acc.Reset()
 		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.tauSum, w.err = 0, 0, 0, 0, 0, 0, nil
+		w.devices = w.devices[:0]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -202,7 +221,9 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 				if f.Scaffold != nil {
 					f.Scaffold.correction(w.corr, id)
 				}
+				began := time.Now()
 				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, w.rng)
+				simSeconds := time.Since(began).Seconds()
 				steps := w.trainer.steps
 				if f.Scaffold != nil && steps > 0 {
 					f.Scaffold.clientDone(id, w.delta, steps, lr)
@@ -218,6 +239,10 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 					continue
 				}
 				w.tauSum += a * float64(len(c.Train))
+				if f.RoundTime != nil {
+					w.spcg.Seed(f.Seed^deviceStream, uint64(round)<<32|uint64(id))
+					w.devices = append(w.devices, f.RoundTime.Device(simSeconds, w.srng))
+				}
 				w.lossSum += loss * float64(len(c.Train))
 				w.examples += len(c.Train)
 			}
@@ -250,6 +275,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 	for _, w := range f.workers {
 		tauSum += w.tauSum
 	}
+	serverStart := time.Now()
 	agg, err := f.Aggregate.Release(f.avg, f.accs, expected)
 	st.AggregateStats = agg
 	if f.Scaffold != nil {
@@ -268,5 +294,22 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *da
 		f.pseudo[i] = -v
 	}
 	f.Server.Step(params, f.pseudo)
+	if f.RoundTime != nil {
+		st.EstimatedSeconds = f.estimate(st, time.Since(serverStart).Seconds())
+	}
 	return st, nil
+}
+
+// estimate applies the round-time model to the reporting clients.
+func (f *FedAvg) estimate(st RoundStats, serverSeconds float64) float64 {
+	d := f.Model.NumParams()
+	down, up := 4*float64(d), 4*float64(d)
+	if st.SecAgg != nil {
+		up = float64(secagg.ClientTraffic(st.SecAgg.Neighbors, d).Sent)
+	}
+	var all []DeviceTime
+	for _, w := range f.workers {
+		all = append(all, w.devices...)
+	}
+	return f.RoundTime.RoundSeconds(down, up, all, serverSeconds)
 }

@@ -115,6 +115,15 @@ func (c *Client) Metrics(ctx context.Context, id string) ([]job.RoundMetrics, er
 	return out.Rounds, err
 }
 
+// Rounds returns every committed round's participation and timing.
+func (c *Client) Rounds(ctx context.Context, id string) ([]job.RoundRecord, error) {
+	var out struct {
+		Rounds []job.RoundRecord `json:"rounds"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/rounds", nil, &out)
+	return out.Rounds, err
+}
+
 // Privacy returns a job's privacy ledger and ε.
 func (c *Client) Privacy(ctx context.Context, id string) (job.PrivacyReport, error) {
 	var rep job.PrivacyReport

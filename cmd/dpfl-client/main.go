@@ -13,6 +13,7 @@
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
 //	dpfl-client participate --job JOB --data DIR [--rounds N] [--save-inputs DIR]
+//	dpfl-client rounds JOB [--plot FILE]
 //
 // Every command takes --server (default $DPFL_SERVER, else
 // http://127.0.0.1:8080) and --token (default $DPFL_TOKEN).
@@ -47,6 +48,8 @@ commands:
             unit (jobs join it with dp.privacy_unit); 'budget NAME' shows its spend
   cancel    stop a running job
   model     download a job's latest global model (JSON)
+  rounds    per-round participation and estimated time on devices; --plot FILE
+            draws test accuracy against it (PNG)
   participate  take part in a devices job's rounds as one device with the
             local data in --data DIR (IDX files), over secure aggregation
 
@@ -112,6 +115,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return submit(ctx, c, rest, out)
 	case "participate":
 		return participate(ctx, c, rest, out)
+	case "rounds":
+		return rounds(ctx, c, rest, out)
 	case "watch":
 		id, err := c.jobArg(rest)
 		if err != nil {

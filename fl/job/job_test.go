@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -421,5 +422,39 @@ func TestLEAFAndLabelsJobs(t *testing.T) {
 	}))
 	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.5 {
 		t.Fatalf("labels partition job: %s, test %+v: %s", st.State, st.LatestTest, st.Message)
+	}
+}
+
+// Every round records its participation and the round-time model's
+// estimate; the job's total is the running sum, and
+// GET /v1/jobs/{id}/rounds (Manager.Rounds) shows both. With a tenth of
+// the cohort dropped as stragglers, dropped = straggled.
+func TestRoundsRecordParticipationAndTime(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Client.Stragglers, s.Client.DropStragglers = 0.1, true
+		s.RoundTime.ComputeSigma = 0.5
+	}))
+	rs, err := m.Rounds(st.ID)
+	if err != nil || len(rs) != st.Spec.Rounds {
+		t.Fatalf("%d round records, err %v", len(rs), err)
+	}
+	var total float64
+	straggled := 0
+	for _, r := range rs {
+		total += r.EstimatedSeconds
+		straggled += r.Straggled
+		if r.EstimatedSeconds < st.Spec.RoundTime.ComputeOverhead || math.Abs(r.EstimatedTotalSeconds-total) > 1e-6*total {
+			t.Fatalf("round %d: estimate %v s, total %v s (running sum %v)", r.Round, r.EstimatedSeconds, r.EstimatedTotalSeconds, total)
+		}
+		if r.Reported > r.Selected || r.Dropped != r.Straggled || r.Reported+r.Dropped != r.Selected {
+			t.Fatalf("round %d: %+v", r.Round, r)
+		}
+	}
+	if straggled == 0 {
+		t.Fatal("no straggler in 10 rounds of ~30 clients at rate 0.1")
+	}
+	if _, err := m.Rounds("job-nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("unknown job: %v", err)
 	}
 }

@@ -181,3 +181,59 @@ func (m *Manager) Model(id string) (ModelExport, error) {
 	}
 	return ModelExport{JobID: id, Model: s.Spec.Model, Round: ck.Round, NumParams: len(ck.Params), Params: ck.Params}, nil
 }
+
+// RoundRecord is one round's participation and timing, as
+// GET /v1/jobs/{id}/rounds shows it.
+type RoundRecord struct {
+	Round int `json:"round"`
+	// Selected is the sampled cohort; Reported the clients whose updates
+	// the aggregate holds; Dropped those that dropped out of secure
+	// aggregation or were discarded as stragglers; Straggled the
+	// stragglers, kept or not.
+	Selected  int `json:"selected"`
+	Reported  int `json:"reported"`
+	Dropped   int `json:"dropped"`
+	Straggled int `json:"straggled"`
+	Rejected  int `json:"rejected"`
+	// EstimatedSeconds and EstimatedTotalSeconds are the round-time
+	// model's deployment estimates (0 when the job has none).
+	EstimatedSeconds      float64 `json:"estimated_seconds"`
+	EstimatedTotalSeconds float64 `json:"estimated_total_seconds"`
+	// Seconds is the simulation's own wall time for the round.
+	Seconds float64 `json:"seconds"`
+	// TestAccuracy is set on evaluation rounds; Epsilon under DP.
+	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
+	Epsilon      *float64 `json:"epsilon,omitempty"`
+}
+
+// Rounds returns every committed round's participation and timing.
+func (m *Manager) Rounds(id string) ([]RoundRecord, error) {
+	s, err := m.get(id, false)
+	if err != nil {
+		return nil, err
+	}
+	met, err := m.Metrics(id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RoundRecord, len(met))
+	for i, r := range met {
+		rec := RoundRecord{
+			Round: r.Round, Selected: r.Cohort, Reported: r.Reported, Straggled: r.Stragglers, Rejected: r.Rejected,
+			EstimatedSeconds: r.EstimatedSeconds, EstimatedTotalSeconds: r.EstimatedTotalSeconds,
+			Seconds: r.Seconds, Epsilon: r.Epsilon,
+		}
+		if r.SecAgg != nil {
+			rec.Dropped = r.SecAgg.Dropped
+		}
+		if s.Spec.Client.DropStragglers {
+			rec.Dropped += r.Stragglers
+		}
+		if r.Test != nil {
+			acc := r.Test.Accuracy
+			rec.TestAccuracy = &acc
+		}
+		out[i] = rec
+	}
+	return out, nil
+}

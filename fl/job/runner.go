@@ -340,8 +340,10 @@ func roundEvent(spec Spec) accounting.Event {
 
 // RoundMetrics is what a job records for each committed round.
 type RoundMetrics struct {
-	Round           int     `json:"round"`
-	Cohort          int     `json:"cohort"`
+	Round  int `json:"round"`
+	Cohort int `json:"cohort"`
+	// Reported is the number of clients whose updates the aggregate holds.
+	Reported        int     `json:"reported"`
 	Examples        int     `json:"examples"`
 	TrainLoss       float64 `json:"train_loss"`
 	MeanUpdateNorm  float64 `json:"mean_update_norm"`
@@ -349,6 +351,10 @@ type RoundMetrics struct {
 	Rejected        int     `json:"rejected,omitempty"`
 	// Stragglers counts the cohort's simulated stragglers.
 	Stragglers int `json:"stragglers,omitempty"`
+	// EstimatedSeconds is the round's estimated time on real devices
+	// (round_time), EstimatedTotalSeconds the job's so far.
+	EstimatedSeconds      float64 `json:"estimated_seconds,omitempty"`
+	EstimatedTotalSeconds float64 `json:"estimated_total_seconds,omitempty"`
 	// Test is the global model on the dataset's test split, on evaluation
 	// rounds only.
 	Test *fl.Metrics `json:"test,omitempty"`
@@ -437,6 +443,16 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		Scaffold:       scaffold,
 		Normalize:      spec.Algorithm == "fednova",
 	}
+	// Jobs stored before the round-time model have none: they skip the
+	// estimate rather than fail.
+	if spec.RoundTime.Validate() == nil {
+		rt := spec.RoundTime
+		alg.RoundTime = &rt
+	}
+	estimatedTotal, err := m.estimatedSoFar(j)
+	if err != nil {
+		return fail("%v", err)
+	}
 	var ledger *ledgerState
 	var sa *fl.SecureAggregator
 	switch {
@@ -521,9 +537,13 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			return fail("round %d: %v", r, err)
 		}
 		met := RoundMetrics{
-			Round: r, Cohort: st.Cohort, Examples: st.Examples, TrainLoss: st.TrainLoss,
+			Round: r, Cohort: st.Cohort, Reported: st.Clients, Examples: st.Examples, TrainLoss: st.TrainLoss,
 			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected, Stragglers: st.Stragglers,
 			Epsilon: eps, Accountant: accountant, SecAgg: st.SecAgg,
+		}
+		if st.EstimatedSeconds > 0 {
+			estimatedTotal += st.EstimatedSeconds
+			met.EstimatedSeconds, met.EstimatedTotalSeconds = st.EstimatedSeconds, estimatedTotal
 		}
 		if r%spec.EvalEvery == 0 || r == spec.Rounds {
 			t := eval.Dataset(params, test)
@@ -585,4 +605,21 @@ func unmarshalAlgState(b []byte, server fl.ServerOptimizer, scaffold *fl.Scaffol
 		return err
 	}
 	return scaffold.UnmarshalState(b[8+n:])
+}
+
+// estimatedSoFar is the estimated deployment time of j's committed rounds,
+// from the last one's metrics (0 before the first).
+func (m *Manager) estimatedSoFar(j storage.Job) (float64, error) {
+	if j.Round == 0 {
+		return 0, nil
+	}
+	raw, err := m.db.Metrics(j.ID)
+	if err != nil || len(raw) == 0 {
+		return 0, err
+	}
+	var last RoundMetrics
+	if err := json.Unmarshal(raw[len(raw)-1], &last); err != nil {
+		return 0, fmt.Errorf("job %s: last metrics unreadable: %w", j.ID, err)
+	}
+	return last.EstimatedTotalSeconds, nil
 }

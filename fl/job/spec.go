@@ -61,6 +61,9 @@ type Spec struct {
 	SecureAggregation bool `json:"secure_aggregation"`
 	// SecAgg tunes the protocol; used only with SecureAggregation.
 	SecAgg SecAggSpec `json:"secagg"`
+	// RoundTime is the device model that turns a simulated round into an
+	// estimated deployment time (Field Guide §5.4, fl.RoundTimeModel).
+	RoundTime fl.RoundTimeModel `json:"round_time"`
 }
 
 // SecAggSpec tunes secure aggregation.
@@ -239,6 +242,7 @@ func DefaultSpec() Spec {
 		EvalEvery: 10,
 		Seed:      1,
 		SecAgg:    SecAggSpec{MinClients: 3, MaxAttempts: 3, StageTimeoutSeconds: 30, JoinTimeoutSeconds: 60},
+		RoundTime: fl.DefaultRoundTimeModel(),
 	}
 }
 
@@ -407,6 +411,10 @@ func (s Spec) Validate(trainSize int) error {
 		}
 	default:
 		return bad("algorithm", "unknown algorithm %q (known: fedavg, scaffold, fednova)", s.Algorithm)
+	}
+	if err := s.RoundTime.Validate(); err != nil {
+		f, rule, _ := strings.Cut(err.Error(), ": ")
+		return bad("round_time."+f, "%s", rule)
 	}
 	if p.Source == "devices" {
 		switch {
