@@ -183,7 +183,7 @@ func (f *FedAvg) setup() {
 // round (1-based) for the shuffles' seeds; expected is the sampler's
 // expected cohort size, the DP denominator. On error (cancelled ctx, failed
 // aggregation) params are left unchanged.
-func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed *data.Federated, cohort []int, expected float64) (RoundStats, error) {
+func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed data.Population, cohort []int, expected float64) (RoundStats, error) {
 	if len(params) != f.Model.NumParams() {
 		return RoundStats{}, fmt.Errorf("fl: params have %d values, model %s has %d", len(params), f.Model.Name(), f.Model.NumParams())
 	}
