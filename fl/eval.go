@@ -1,7 +1,9 @@
 package fl
 
 import (
+	"math"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/dpfl/dpfl/fl/data"
@@ -73,71 +75,90 @@ type ClientMetrics struct {
 	// Weighted pools every held-out example (example-weighted).
 	Weighted Metrics `json:"weighted"`
 	// MeanAccuracy is the unweighted mean of per-client accuracies, over
-	// clients with at least one held-out example.
+	// clients with at least one held-out example; P10Accuracy and
+	// MinAccuracy are the 10th percentile (nearest rank) and the minimum
+	// of that distribution, the tail a mean hides (Field Guide §4.2.1).
 	MeanAccuracy float64 `json:"mean_accuracy"`
+	P10Accuracy  float64 `json:"p10_accuracy"`
+	MinAccuracy  float64 `json:"min_accuracy"`
 	// Clients is the number of clients evaluated.
 	Clients int `json:"clients"`
 }
 
-// Clients evaluates params on each client's held-out examples. It returns
-// false when the partition holds none out.
-func (e *Evaluator) Clients(params []float32, fed *data.Federated) (ClientMetrics, bool) {
+// Clients evaluates params on the held-out examples of the clients ids of
+// pop (every client when ids is nil). It returns false when none of them
+// holds examples out.
+func (e *Evaluator) Clients(params []float32, pop data.Population, ids []int) (ClientMetrics, bool) {
 	type result struct {
 		loss    float64
 		correct int
 		n       int
-		accSum  float64
-		clients int
+		accs    []float64
 	}
 	res := make([]result, len(e.workers))
-	ids := make(chan int, 64)
+	next := make(chan int, 64)
 	var wg sync.WaitGroup
 	for i := range e.workers {
 		w, r := &e.workers[i], &res[i]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dim := fed.Base().Dim
-			for id := range ids {
-				idx := fed.Client(id).HeldOut
+			dim := pop.Base().Dim
+			for id := range next {
+				idx := pop.Client(id).HeldOut
 				var c int
 				for s := 0; s < len(idx); s += e.chunk {
 					b := idx[s:min(s+e.chunk, len(idx))]
-					fed.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
+					pop.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
 					l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
 					r.loss += l
 					c += k
 				}
 				r.correct += c
 				r.n += len(idx)
-				r.accSum += float64(c) / float64(len(idx))
-				r.clients++
+				r.accs = append(r.accs, float64(c)/float64(len(idx)))
 			}
 		}()
 	}
-	for _, id := range fed.ClientIDs() {
-		if len(fed.Client(id).HeldOut) > 0 {
-			ids <- id
+	send := func(id int) {
+		if len(pop.Client(id).HeldOut) > 0 {
+			next <- id
 		}
 	}
-	close(ids)
+	if ids == nil {
+		for id := range pop.NumClients() {
+			send(id)
+		}
+	} else {
+		for _, id := range ids {
+			send(id)
+		}
+	}
+	close(next)
 	wg.Wait()
 	var out ClientMetrics
 	loss := make([]float64, len(res))
 	correct := make([]int, len(res))
 	var n int
-	var accSum float64
+	var accs []float64
 	for i, r := range res {
 		loss[i], correct[i] = r.loss, r.correct
 		n += r.n
-		accSum += r.accSum
-		out.Clients += r.clients
+		accs = append(accs, r.accs...)
 	}
-	if out.Clients == 0 {
+	if len(accs) == 0 {
 		return out, false
 	}
+	out.Clients = len(accs)
 	out.Weighted = sumMetrics(loss, correct, n)
-	out.MeanAccuracy = accSum / float64(out.Clients)
+	slices.Sort(accs)
+	var sum float64
+	for _, a := range accs {
+		sum += a
+	}
+	out.MeanAccuracy = sum / float64(len(accs))
+	out.MinAccuracy = accs[0]
+	out.P10Accuracy = accs[max(int(math.Ceil(0.1*float64(len(accs))))-1, 0)]
 	return out, true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/dpfl/dpfl/dp"
@@ -160,7 +161,7 @@ func TestEvaluatorMatchesHeldOutCounts(t *testing.T) {
 	}
 	m, _ := model.New("logreg", 784, 10)
 	params := make([]float32, m.NumParams())
-	cm, ok := NewEvaluator(m, 3).Clients(params, fed)
+	cm, ok := NewEvaluator(m, 3).Clients(params, fed, nil)
 	if !ok {
 		t.Fatal("no held-out data reported")
 	}
@@ -171,6 +172,35 @@ func TestEvaluatorMatchesHeldOutCounts(t *testing.T) {
 	// Zero parameters: uniform softmax, loss exactly log 10 per example.
 	if cm.Weighted.Examples != held || math.Abs(cm.Weighted.Loss-math.Log(10)) > 1e-5 {
 		t.Fatalf("client metrics %+v, want %d examples at loss log(10)", cm, held)
+	}
+
+	// Random parameters spread the per-client accuracies; their mean, 10th
+	// percentile (nearest rank) and minimum, computed client by client.
+	m.Init(params, rand.New(rand.NewPCG(3, 3)))
+	for i := range params {
+		params[i] = float32(0.02 * rand.New(rand.NewPCG(uint64(i), 7)).NormFloat64())
+	}
+	ids := []int{0, 2, 3, 5, 6, 7, 8, 9}
+	cm, _ = NewEvaluator(m, 2).Clients(params, fed, ids)
+	ws := m.NewWorkspace(64)
+	var accs []float64
+	for _, id := range ids {
+		idx := fed.Client(id).HeldOut
+		x, y := make([]float32, len(idx)*784), make([]uint8, len(idx))
+		ds.Gather(x, y, idx)
+		_, c := ws.Evaluate(params, x, y)
+		accs = append(accs, float64(c)/float64(len(idx)))
+	}
+	slices.Sort(accs)
+	var mean float64
+	for _, a := range accs {
+		mean += a / float64(len(accs))
+	}
+	if cm.Clients != len(ids) || math.Abs(cm.MeanAccuracy-mean) > 1e-12 || cm.MinAccuracy != accs[0] || cm.P10Accuracy != accs[0] {
+		t.Fatalf("per-client distribution %+v, brute force mean %v min %v (10th percentile of 8 is the lowest)", cm, mean, accs[0])
+	}
+	if accs[0] == accs[len(accs)-1] {
+		t.Fatal("all clients score alike: the check cannot tell the statistics apart")
 	}
 }
 

@@ -550,7 +550,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			met.Test = &t
 			// Devices keep their data: only the server's test split is scored.
 			if fed != nil {
-				if c, ok := eval.Clients(params, fed); ok {
+				if c, ok := eval.Clients(params, fed, nil); ok {
 					met.Clients = &c
 				}
 			}
