@@ -1,12 +1,14 @@
 package fl
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,6 +70,14 @@ type FedAvg struct {
 	// aggregation, as the protocol's traffic (secagg.ClientTraffic), and
 	// every client that reported counts towards the slowest device.
 	RoundTime *RoundTimeModel
+	// DeadlineSeconds, when > 0, discards reports whose estimated device
+	// time exceeds it; Target, when > 0, keeps only the Target earliest
+	// reports (over-selection: the round closes when Target devices have
+	// reported). Both need RoundTime, and only remove contributions
+	// (Participation's DP semantics). With Target the cohort's updates
+	// are held until the round closes: memory O(cohort · d).
+	DeadlineSeconds float64
+	Target          int
 
 	workers []*worker
 	accs    []Accumulator
@@ -108,8 +118,11 @@ type worker struct {
 	// device factors of the round-time model.
 	spcg *rand.PCG
 	srng *rand.Rand
-	// devices holds this round's reporting clients' device times.
+	// devices holds this round's reporting clients' device times, and
+	// pending their updates while a Target is waiting for the earliest.
 	devices []DeviceTime
+	pending []report
+	late    int
 	// per-round results
 	lossSum    float64
 	examples   int
@@ -139,6 +152,51 @@ type RoundStats struct {
 	// EstimatedSeconds is the round's estimated wall-clock time on
 	// devices (with FedAvg.RoundTime; 0 otherwise).
 	EstimatedSeconds float64
+	// Late counts reports discarded at the deadline or beyond the target.
+	Late int
+}
+
+// report is one client's trained update on its way into the aggregate.
+type report struct {
+	dev      DeviceTime
+	examples int
+	loss     float64
+	tau      float64
+	delta    []float32 // held only while waiting for a Target
+}
+
+// add puts one client's update into the worker's accumulator.
+func (w *worker) add(r report, delta []float32) {
+	w.clients++
+	if err := w.acc.Add(delta, r.examples); err != nil {
+		w.rejected++
+		return
+	}
+	w.tauSum += r.tau * float64(r.examples)
+	w.devices = append(w.devices, r.dev)
+	w.lossSum += r.loss * float64(r.examples)
+	w.examples += r.examples
+}
+
+// closeAtTarget keeps the Target reports that finished first on their
+// devices (the round closes when the Target-th arrives) and discards the
+// rest as late.
+func (f *FedAvg) closeAtTarget() {
+	var all []report
+	for _, w := range f.workers {
+		all = append(all, w.pending...)
+	}
+	bytes := 4 * float64(f.Model.NumParams())
+	at := func(r report) float64 { return f.RoundTime.ClientSeconds(bytes, bytes, r.dev) }
+	slices.SortStableFunc(all, func(a, b report) int { return cmp.Compare(at(a), at(b)) })
+	for i, r := range all {
+		w := f.workers[i%len(f.workers)]
+		if i >= f.Target {
+			w.late++
+			continue
+		}
+		w.add(r, r.delta)
+	}
 }
 
 func (f *FedAvg) setup() {
@@ -196,8 +254,8 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 	var wg sync.WaitGroup
 	for _, w := range f.workers {
 		w.acc.Reset()
-		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.tauSum, w.err = 0, 0, 0, 0, 0, 0, nil
-		w.devices = w.devices[:0]
+		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.tauSum, w.late, w.err = 0, 0, 0, 0, 0, 0, 0, nil
+		w.devices, w.pending = w.devices[:0], w.pending[:0]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -233,18 +291,23 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 					a = stepWeight(steps, f.Client.Momentum)
 					simd.Scale(w.delta, float32(1/a))
 				}
-				w.clients++
-				if err := w.acc.Add(w.delta, len(c.Train)); err != nil {
-					w.rejected++
-					continue
-				}
-				w.tauSum += a * float64(len(c.Train))
+				var dev DeviceTime
 				if f.RoundTime != nil {
 					w.spcg.Seed(f.Seed^deviceStream, uint64(round)<<32|uint64(id))
-					w.devices = append(w.devices, f.RoundTime.Device(simSeconds, w.srng))
+					dev = f.RoundTime.Device(simSeconds, w.srng)
+					bytes := 4 * float64(len(w.delta))
+					if f.DeadlineSeconds > 0 && f.RoundTime.ClientSeconds(bytes, bytes, dev) > f.DeadlineSeconds {
+						w.late++
+						continue
+					}
 				}
-				w.lossSum += loss * float64(len(c.Train))
-				w.examples += len(c.Train)
+				r := report{dev: dev, examples: len(c.Train), loss: loss, tau: a}
+				if f.Target > 0 {
+					r.delta = slices.Clone(w.delta)
+					w.pending = append(w.pending, r)
+					continue
+				}
+				w.add(r, w.delta)
 			}
 		}()
 	}
@@ -261,8 +324,12 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 	if cancelled != nil {
 		return RoundStats{}, cancelled
 	}
+	if f.Target > 0 {
+		f.closeAtTarget()
+	}
 	st := RoundStats{Cohort: len(cohort)}
 	for _, w := range f.workers {
+		st.Late += w.late
 		st.Examples += w.examples
 		st.Rejected += w.rejected
 		st.Stragglers += w.stragglers

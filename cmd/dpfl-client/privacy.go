@@ -29,6 +29,9 @@ func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out
 	if rep.Epsilon != nil {
 		fmt.Fprintf(out, "ε = %.4f at δ = %g (%s accountant, the tighter valid bound)\n", *rep.Epsilon, rep.Delta, rep.Accountant)
 	}
+	if rep.Uncovered != "" {
+		fmt.Fprintf(out, "WARNING: not covered by the analysis: %s\n", rep.Uncovered)
+	}
 	if a := rep.Accounting; a != nil {
 		printEstimates(out, a.RDP, a.PLD)
 	}

@@ -183,6 +183,9 @@ func watch(ctx context.Context, cl *client.Client, id string, out io.Writer) err
 			fmt.Fprintf(out, "privacy: (ε, δ) = (%.3f, %g), user-level, %s accountant over %d rounds\n",
 				*rep.Epsilon, rep.Delta, rep.Accountant, len(rep.Events))
 		}
+		if rep.Uncovered != "" {
+			fmt.Fprintf(out, "WARNING: not covered by the privacy analysis: %s\n", rep.Uncovered)
+		}
 	} else {
 		fmt.Fprintln(out, "privacy: none (trained without DP)")
 	}

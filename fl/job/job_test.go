@@ -206,6 +206,9 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
+		`{"participation":{"dropout_rate":1}}`:                                      "participation.dropout_rate",
+		`{"participation":{"among_available":true}}`:                                "participation.among_available",
+		`{"participation":{"diurnal_amplitude":0.5}}`:                               "participation.period_rounds",
 		`{"population":{"partition":"labels"}}`:                                     "population.labels_per_client",
 		`{"dataset":"leaf"}`:                                                        "leaf.train_dir",
 		`{"dataset":"synthetic","synthetic":{"alpha":-1}}`:                          "synthetic.alpha",
@@ -456,5 +459,54 @@ func TestRoundsRecordParticipationAndTime(t *testing.T) {
 	}
 	if _, err := m.Rounds("job-nope"); !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("unknown job: %v", err)
+	}
+}
+
+// Availability, dropouts and over-selection only remove contributions: the
+// ledger accounts the sampling the server actually performs (rate
+// q·(1+o)), every selected user is accounted for as offline, dropped,
+// late or reported, no round keeps more than the target q·N, and the
+// analysis covers the job. A fixed cohort drawn among available users is
+// flagged as not covered.
+func TestParticipation(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Participation = ParticipationSpec{DiurnalAmplitude: 0.5, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5}
+	}))
+	if st.State != storage.StateCompleted {
+		t.Fatalf("%s: %s", st.State, st.Message)
+	}
+	rep, err := m.Privacy(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := accounting.UnmarshalEvent(rep.Events[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps, ok := ev.(accounting.PoissonSampled); !ok || math.Abs(ps.SamplingProbability-0.15) > 1e-12 || rep.Uncovered != "" {
+		t.Fatalf("ledger event %+v (want rate 0.1·1.5), uncovered %q", ev, rep.Uncovered)
+	}
+	met, err := m.Metrics(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline := 0
+	for _, r := range met {
+		if r.Reported > 30 || r.Unavailable+r.DroppedOut+r.Late+r.Reported != r.Cohort {
+			t.Fatalf("round %d: %+v", r.Round, r)
+		}
+		offline += r.Unavailable
+	}
+	if offline == 0 {
+		t.Fatal("diurnal amplitude 0.5 left every selected user online")
+	}
+
+	st = runToEnd(t, m, small(t, func(s *Spec) {
+		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 20}
+		s.Participation = ParticipationSpec{DiurnalAmplitude: 0.8, PeriodRounds: 10, AmongAvailable: true}
+	}))
+	if rep, err = m.Privacy(st.ID); err != nil || !strings.Contains(rep.Uncovered, "among_available") {
+		t.Fatalf("among_available: uncovered %q, err %v", rep.Uncovered, err)
 	}
 }

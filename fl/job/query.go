@@ -116,6 +116,9 @@ type PrivacyReport struct {
 	Rounds int                   `json:"rounds"`
 	Events []storage.LedgerEntry `json:"events"`
 	Note   string                `json:"note,omitempty"`
+	// Uncovered, when set, says why ε is not a proven bound for this
+	// job's configuration (Spec.Uncovered).
+	Uncovered string `json:"uncovered,omitempty"`
 }
 
 // Privacy recomputes job id's ε from its stored ledger.
@@ -137,6 +140,7 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 		return rep, nil
 	}
 	rep.Delta, rep.EpsilonBudget = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget
+	rep.Uncovered = s.Spec.Uncovered()
 	if len(entries) == 0 {
 		return rep, nil
 	}
@@ -186,13 +190,15 @@ func (m *Manager) Model(id string) (ModelExport, error) {
 // GET /v1/jobs/{id}/rounds shows it.
 type RoundRecord struct {
 	Round int `json:"round"`
-	// Selected is the sampled cohort; Reported the clients whose updates
-	// the aggregate holds; Dropped those that dropped out of secure
-	// aggregation or were discarded as stragglers; Straggled the
-	// stragglers, kept or not.
-	Selected  int `json:"selected"`
-	Reported  int `json:"reported"`
-	Dropped   int `json:"dropped"`
+	// Selected is the sampled cohort; Unavailable those not online in
+	// the round; Reported the clients whose updates the aggregate holds;
+	// Dropped those that dropped out (after selection or of secure
+	// aggregation), reported late or were discarded as stragglers;
+	// Straggled the stragglers, kept or not.
+	Selected    int `json:"selected"`
+	Unavailable int `json:"unavailable"`
+	Reported    int `json:"reported"`
+	Dropped     int `json:"dropped"`
 	Straggled int `json:"straggled"`
 	Rejected  int `json:"rejected"`
 	// EstimatedSeconds and EstimatedTotalSeconds are the round-time
@@ -229,6 +235,8 @@ func (m *Manager) Rounds(id string) ([]RoundRecord, error) {
 		if s.Spec.Client.DropStragglers {
 			rec.Dropped += r.Stragglers
 		}
+		rec.Dropped += r.DroppedOut + r.Late
+		rec.Unavailable = r.Unavailable
 		if r.Test != nil {
 			acc := r.Test.Accuracy
 			rec.TestAccuracy = &acc

@@ -320,6 +320,10 @@ func checkFirstRoundFits(spec Spec) error {
 // adjacency: replacing one user moves the clipped sum by up to 2C, so the
 // Gaussian's effective multiplier is z/2.
 //
+// With over-selection o the server samples at rate q·(1+o) (or a cohort
+// of ⌈K·(1+o)⌉), and that is the sampling accounted; the reports it then
+// discards only remove contributions (fl.Participation).
+//
 // Devices join rounds of their own accord, so no sampling is credited:
 // each round is the plain Gaussian mechanism on the sum of at most one
 // clipped update per device.
@@ -328,14 +332,15 @@ func roundEvent(spec Spec) accounting.Event {
 	if spec.Population.Source == "devices" {
 		return accounting.Gaussian{NoiseMultiplier: z}
 	}
+	rate, size := spec.analysed()
 	if spec.Sampling.Scheme == "fixed" {
 		return accounting.SampledWithoutReplacement{
 			SourceDatasetSize: spec.Population.Clients,
-			SampleSize:        spec.Sampling.CohortSize,
+			SampleSize:        size,
 			Event:             accounting.Gaussian{NoiseMultiplier: z / 2},
 		}
 	}
-	return accounting.PoissonSampled{SamplingProbability: spec.Sampling.Rate, Event: accounting.Gaussian{NoiseMultiplier: z}}
+	return accounting.PoissonSampled{SamplingProbability: rate, Event: accounting.Gaussian{NoiseMultiplier: z}}
 }
 
 // RoundMetrics is what a job records for each committed round.
@@ -351,6 +356,12 @@ type RoundMetrics struct {
 	Rejected        int     `json:"rejected,omitempty"`
 	// Stragglers counts the cohort's simulated stragglers.
 	Stragglers int `json:"stragglers,omitempty"`
+	// Unavailable, DroppedOut and Late count selected users that could not
+	// take part, dropped out, or reported past the deadline or target
+	// (participation).
+	Unavailable int `json:"unavailable,omitempty"`
+	DroppedOut  int `json:"dropped_out,omitempty"`
+	Late        int `json:"late,omitempty"`
 	// EstimatedSeconds is the round's estimated time on real devices
 	// (round_time), EstimatedTotalSeconds the job's so far.
 	EstimatedSeconds      float64 `json:"estimated_seconds,omitempty"`
@@ -423,10 +434,18 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	if err != nil {
 		return fail("%v", err)
 	}
-	var sampler fl.Sampler = fl.Poisson{Q: spec.Sampling.Rate}
+	// The server samples at the analysed rate (over-selection included)
+	// and the round keeps at most the target of reports.
+	rate, size := spec.analysed()
+	var sampler fl.Sampler = fl.Poisson{Q: rate}
+	target := 0
 	if spec.Sampling.Scheme == "fixed" {
-		sampler = fl.Fixed{K: spec.Sampling.CohortSize}
+		sampler = fl.Fixed{K: size}
+		target = spec.Sampling.CohortSize
+	} else if !devices {
+		target = int(math.Round(spec.Sampling.Rate * float64(fed.NumClients())))
 	}
+	part := spec.Participation.Model(spec.Seed)
 	alg := &fl.FedAvg{
 		Model:   mdl,
 		Client:  spec.Client.Config(),
@@ -484,9 +503,24 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 	}
 	eval := fl.NewEvaluator(mdl, m.workers)
+	if spec.Participation.OverSelection > 0 {
+		alg.Target = max(target, 1)
+	}
+	alg.DeadlineSeconds = spec.Participation.DeadlineSeconds
+	var unavailable, dropped int
 	runRound := func(r int) (fl.RoundStats, error) {
-		cohort := sampler.Sample(fed.NumClients(), secure)
-		return alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(fed.NumClients()))
+		n := fed.NumClients()
+		var cohort []int
+		if spec.Participation.AmongAvailable {
+			cohort = part.SampleAvailable(n, size, r, secure)
+		} else {
+			cohort = sampler.Sample(n, secure)
+		}
+		selected := len(cohort)
+		cohort, unavailable, dropped = part.Filter(cohort, r)
+		st, err := alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(n))
+		st.Cohort = selected
+		return st, err
 	}
 	if devices {
 		dev := &deviceRunner{m: m, jobID: j.ID, spec: spec, server: server, secure: secure, noise: dp.Params{ClipNorm: spec.DP.ClipNorm}}
@@ -541,6 +575,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			MeanUpdateNorm: st.MeanNorm, ClippedFraction: st.ClippedFraction, Rejected: st.Rejected, Stragglers: st.Stragglers,
 			Epsilon: eps, Accountant: accountant, SecAgg: st.SecAgg,
 		}
+		met.Unavailable, met.DroppedOut, met.Late = unavailable, dropped, st.Late
 		if st.EstimatedSeconds > 0 {
 			estimatedTotal += st.EstimatedSeconds
 			met.EstimatedSeconds, met.EstimatedTotalSeconds = st.EstimatedSeconds, estimatedTotal

@@ -64,6 +64,45 @@ type Spec struct {
 	// RoundTime is the device model that turns a simulated round into an
 	// estimated deployment time (Field Guide §5.4, fl.RoundTimeModel).
 	RoundTime fl.RoundTimeModel `json:"round_time"`
+	// Participation is who of the sampled users reports (fl.Participation).
+	Participation ParticipationSpec `json:"participation"`
+}
+
+// ParticipationSpec models availability, dropouts, over-selection and the
+// reporting deadline of simulated devices (fl.Participation documents
+// the DP semantics).
+type ParticipationSpec struct {
+	DiurnalAmplitude float64 `json:"diurnal_amplitude"`
+	PeriodRounds     int     `json:"period_rounds"`
+	DropoutRate      float64 `json:"dropout_rate"`
+	OverSelection    float64 `json:"over_selection"`
+	DeadlineSeconds  float64 `json:"deadline_seconds"`
+	// AmongAvailable draws a fixed cohort among the users available in the
+	// round, as production systems do. Its privacy analysis is not covered
+	// by the accountant, and the privacy report says so.
+	AmongAvailable bool `json:"among_available"`
+}
+
+// Model is the spec as fl's participation model, with the job's seed.
+func (p ParticipationSpec) Model(seed uint64) fl.Participation {
+	return fl.Participation{DiurnalAmplitude: p.DiurnalAmplitude, PeriodRounds: p.PeriodRounds, DropoutRate: p.DropoutRate,
+		OverSelection: p.OverSelection, DeadlineSeconds: p.DeadlineSeconds, Seed: seed}
+}
+
+// analysed is the sampling the accountant analyses: the configured rate
+// or cohort, scaled by over-selection (the server selects that many).
+func (s Spec) analysed() (rate float64, cohort int) {
+	o := s.Participation.OverSelection
+	return min(1, s.Sampling.Rate*(1+o)), min(s.Population.Clients, int(math.Ceil(float64(s.Sampling.CohortSize)*(1+o))))
+}
+
+// Uncovered says why the job's privacy analysis does not cover its
+// configuration ("" when it does).
+func (s Spec) Uncovered() string {
+	if s.Participation.AmongAvailable {
+		return "participation.among_available draws each round's fixed cohort among the users available in that round: a user's chance of selection then depends on how many others are online, which the sampling-without-replacement accountant over the whole population does not cover; the reported ε assumes uniform sampling over all population.clients users and is not a proven bound"
+	}
+	return ""
 }
 
 // SecAggSpec tunes secure aggregation.
@@ -411,6 +450,18 @@ func (s Spec) Validate(trainSize int) error {
 		}
 	default:
 		return bad("algorithm", "unknown algorithm %q (known: fedavg, scaffold, fednova)", s.Algorithm)
+	}
+	if err := s.Participation.Model(0).Validate(); err != nil {
+		f, rule, _ := strings.Cut(err.Error(), ": ")
+		return bad("participation."+f, "%s", rule)
+	}
+	switch pa := s.Participation; {
+	case pa.AmongAvailable && s.Sampling.Scheme != "fixed":
+		return bad("participation.among_available", "needs sampling.scheme fixed: Poisson sampling followed by availability is already sampling among available users, and is covered by the accountant")
+	case (pa.OverSelection > 0 || pa.DeadlineSeconds > 0) && (p.Source == "devices" || s.SecureAggregation):
+		return bad("participation", "over_selection and deadline_seconds apply to simulated rounds without secure aggregation")
+	case pa.OverSelection > 0 && s.Algorithm != "fedavg" && s.Algorithm != "":
+		return bad("participation.over_selection", "does not combine with %s", s.Algorithm)
 	}
 	if err := s.RoundTime.Validate(); err != nil {
 		f, rule, _ := strings.Cut(err.Error(), ": ")
