@@ -36,4 +36,18 @@
 // cohort size (q·N or K), because example-count weights would let one
 // user's influence exceed C/denominator and break the sensitivity bound
 // (McMahan et al. 2018, §2); the objective is then the average over users.
+//
+// Cross-device participation and DP (participation.go, roundtime.go). The
+// accountant analyses the server's own sampling over the whole population
+// (Poisson at rate q·(1+o) with over-selection o, or a fixed cohort), and
+// the noise and the denominator are those of that sampling. Everything
+// after it — users offline in the round, dropouts after selection,
+// stragglers, reports past the deadline or beyond the over-selection
+// target, dropouts of secure aggregation — removes a contribution whole and
+// never adds or re-weights one, so the sum's sensitivity stays C and the
+// accounted ε stays an upper bound. A fixed cohort drawn among the users
+// online in a round is outside that analysis (a user's selection
+// probability then depends on the others' availability); jobs that ask
+// for it get ε flagged as not covered. The round-time model (Field Guide
+// §5.4) turns each simulated round into an estimated deployment time.
 package fl
