@@ -1,6 +1,7 @@
 package fl
 
 import (
+	"github.com/dpfl/dpfl/dp"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -88,5 +89,25 @@ func TestFixedIsUniformWithoutReplacement(t *testing.T) {
 	}
 	if c := (Fixed{K: n}).Sample(n, rng); len(c) != n || c[n-1] != n-1 {
 		t.Fatalf("K = n: %v", c)
+	}
+}
+
+// BenchmarkSampleTenMillion draws one round's cohort from 10,000,000
+// users with the secure generator: Poisson at q = 0.001 (geometric skips,
+// O(q·N)) and a fixed cohort of 10,000 (Floyd, O(K)). Target: < 50 ms.
+func BenchmarkSampleTenMillion(b *testing.B) {
+	rng, err := dp.NewSecureRand()
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10_000_000
+	for _, s := range []Sampler{Poisson{Q: 0.001}, Fixed{K: 10_000}} {
+		b.Run(s.String(), func(b *testing.B) {
+			for b.Loop() {
+				if c := s.Sample(n, rng); len(c) == 0 {
+					b.Fatal("empty cohort")
+				}
+			}
+		})
 	}
 }
