@@ -320,8 +320,10 @@ func TestOnDemandClientContents(t *testing.T) {
 // larger number; classes without examples are never drawn.
 func TestOnDemandSmallPools(t *testing.T) {
 	ds := labelled([]int{3, 0, 5}, 41)
-	p := mustOnDemand(t, ds, OnDemandOptions{NumClients: 1000, Alpha: 2, SizeMu: math.Log(23), MaxExamples: 100, Seed: 42})
-	for id := range 300 {
+	for u := range 600 {
+		id := u / 2
+		alpha := []float64{2, 0}[u%2] // Dirichlet and IID
+		p := mustOnDemand(t, ds, OnDemandOptions{NumClients: 1000, Alpha: alpha, SizeMu: math.Log(23), MaxExamples: 100, Seed: 42})
 		c := p.Client(id)
 		if len(c.Train) != 23 {
 			t.Fatalf("user %d: %d examples, want 23", id, len(c.Train))
@@ -499,5 +501,30 @@ func BenchmarkClient(b *testing.B) {
 			}
 			b.ReportMetric(float64(examples)/float64(b.N), "examples/op")
 		})
+	}
+}
+
+// The held-out examples are a uniformly random subset of each user's: given
+// the user's class counts k_c, the held-out count h_c is hypergeometric
+// with mean ⌊f·m⌋·k_c/m, so h_c − ⌊f·m⌋·k_c/m averages 0 over users (5
+// standard errors), for every class.
+func TestOnDemandHeldOutUniform(t *testing.T) {
+	ds := labelled(repeat(1000, 10), 49)
+	p := mustOnDemand(t, ds, OnDemandOptions{NumClients: 1_000_000, Alpha: 0.5, SizeMu: math.Log(60), SizeSigma: 0.5,
+		MaxExamples: 500, HeldOutFraction: 0.25, Seed: 50})
+	st := make([]moments, ds.Classes)
+	for id := range 3000 {
+		c := p.Client(id)
+		m := float64(len(c.Train) + len(c.HeldOut))
+		h := float64(len(c.HeldOut))
+		held, all := classCounts(ds, c.HeldOut), classCounts(ds, allIdx(c))
+		for cl := range st {
+			st[cl].add(float64(held[cl]) - h*float64(all[cl])/m)
+		}
+	}
+	for cl := range st {
+		if mean, _, se, _ := st[cl].stats(); math.Abs(mean) > 5*se {
+			t.Errorf("class %d: held-out count exceeds its hypergeometric mean by %.3f ± %.3f", cl, mean, se)
+		}
 	}
 }
