@@ -17,6 +17,10 @@ const (
 	// MaxOnDemandExamples bounds OnDemandOptions.MaxExamples (2^24 ≈ 16.8
 	// million): one user's index list is allocated whole by Client.
 	MaxOnDemandExamples = 1 << 24
+	// MinOnDemandAlpha is the smallest non-zero OnDemandOptions.Alpha:
+	// below about 10^−300 the log-Gamma variates of Dir(α·p) overflow to
+	// −∞. At 10^−100 every user already holds a single class.
+	MinOnDemandAlpha = 1e-100
 )
 
 // OnDemandOptions configure NewOnDemand. Every user's data is a function of
@@ -29,8 +33,8 @@ type OnDemandOptions struct {
 	// parametrisation of Hsu, Qi, Brown 2019, §3, as in Dirichlet), so
 	// E[q_c] = p_c and Var[q_c] = p_c(1−p_c)/(Alpha+1). Small Alpha (0.1)
 	// concentrates each user on one or two classes. Alpha = 0 (the zero
-	// value) and Alpha = +Inf both mean IID: q = p for every user. Alpha
-	// must not be negative or NaN.
+	// value) and Alpha = +Inf both mean IID: q = p for every user; other
+	// values must be at least MinOnDemandAlpha.
 	Alpha float64
 	// SizeMu and SizeSigma are the quantity skew: user u holds
 	// m_u = clamp(round(exp(SizeMu + SizeSigma·Z_u)), 1, MaxExamples)
@@ -109,8 +113,8 @@ const (
 //
 // Errors: an invalid (see Dataset.Validate) or empty base, and each option
 // out of range, naming the field: NumClients outside
-// [1, MaxOnDemandClients], Alpha negative or NaN, SizeMu not finite,
-// SizeSigma negative or not finite, MaxExamples outside
+// [1, MaxOnDemandClients], Alpha NaN or non-zero below MinOnDemandAlpha,
+// SizeMu not finite, SizeSigma negative or not finite, MaxExamples outside
 // [1, MaxOnDemandExamples], HeldOutFraction or EvalUserFraction outside
 // [0, 1).
 func NewOnDemand(base *Dataset, opt OnDemandOptions) (*OnDemand, error) {
@@ -122,8 +126,8 @@ func NewOnDemand(base *Dataset, opt OnDemandOptions) (*OnDemand, error) {
 		return nil, fmt.Errorf("data: empty base dataset")
 	case opt.NumClients < 1 || opt.NumClients > MaxOnDemandClients:
 		return nil, fmt.Errorf("data: NumClients must be in [1, %d], got %d", MaxOnDemandClients, opt.NumClients)
-	case !(opt.Alpha >= 0):
-		return nil, fmt.Errorf("data: Alpha must be ≥ 0 (0 or +Inf: IID), got %v", opt.Alpha)
+	case !(opt.Alpha == 0 || opt.Alpha >= MinOnDemandAlpha):
+		return nil, fmt.Errorf("data: Alpha must be 0 or +Inf (IID) or in [%g, ∞), got %v", MinOnDemandAlpha, opt.Alpha)
 	case math.IsNaN(opt.SizeMu) || math.IsInf(opt.SizeMu, 0):
 		return nil, fmt.Errorf("data: SizeMu must be finite, got %v", opt.SizeMu)
 	case !(opt.SizeSigma >= 0) || math.IsInf(opt.SizeSigma, 0):

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -225,7 +226,7 @@ func TestOnDemandLabelMoments(t *testing.T) {
 	}
 	ds := labelled(counts, 34)
 	n := float64(ds.Len())
-	for _, alpha := range []float64{0.1, 1, 10, 1000, 0, math.Inf(1)} {
+	for _, alpha := range []float64{MinOnDemandAlpha, 0.1, 1, 10, 1000, 0, math.Inf(1)} {
 		p := mustOnDemand(t, ds, OnDemandOptions{NumClients: 1_000_000, Alpha: alpha, SizeMu: math.Log(m), MaxExamples: 1000, Seed: 35})
 		st := make([]moments, classes)
 		for id := range users {
@@ -448,6 +449,7 @@ func TestNewOnDemandErrors(t *testing.T) {
 		{"NumClients", func(o *OnDemandOptions) { o.NumClients = MaxOnDemandClients + 1 }},
 		{"Alpha", func(o *OnDemandOptions) { o.Alpha = -1 }},
 		{"Alpha", func(o *OnDemandOptions) { o.Alpha = math.NaN() }},
+		{"Alpha", func(o *OnDemandOptions) { o.Alpha = 1e-200 }},
 		{"SizeMu", func(o *OnDemandOptions) { o.SizeMu = math.Inf(1) }},
 		{"SizeSigma", func(o *OnDemandOptions) { o.SizeSigma = -0.1 }},
 		{"SizeSigma", func(o *OnDemandOptions) { o.SizeSigma = math.NaN() }},
@@ -527,4 +529,19 @@ func TestOnDemandHeldOutUniform(t *testing.T) {
 			t.Errorf("class %d: held-out count exceeds its hypergeometric mean by %.3f ± %.3f", cl, mean, se)
 		}
 	}
+}
+
+func ExampleNewOnDemand() {
+	ds := labelled(repeat(6000, 10), 1) // 60,000 examples
+	p, err := NewOnDemand(ds, OnDemandOptions{
+		NumClients: 10_000_000, Alpha: 0.1, // label skew
+		SizeMu: math.Log(20), MaxExamples: 1000, // 20 examples per user (SizeSigma 0)
+		HeldOutFraction: 0.25, EvalUserFraction: 0.1, Seed: 1,
+	})
+	if err != nil {
+		panic(err)
+	}
+	c := p.Client(9_999_999)
+	fmt.Println(p.NumClients(), p.ExpectedSize(), p.RepeatsExamples(), len(c.Train), len(c.HeldOut))
+	// Output: 10000000 20 true 15 5
 }
