@@ -545,3 +545,51 @@ func ExampleNewOnDemand() {
 	fmt.Println(p.NumClients(), p.ExpectedSize(), p.RepeatsExamples(), len(c.Train), len(c.HeldOut))
 	// Output: 10000000 20 true 15 5
 }
+
+// Neighbouring users draw independent data: the correlation of log sizes,
+// and of the class-0 count, between users id and id+1 is 0 within 5
+// standard errors (1/√n under independence), as is that between the same
+// id under seeds s and s+1.
+func TestOnDemandStreamsIndependent(t *testing.T) {
+	ds := labelled(repeat(100, 4), 51)
+	opt := OnDemandOptions{NumClients: 1_000_000, Alpha: 1, SizeMu: 2, SizeSigma: 1, MaxExamples: 100, Seed: 52}
+	p := mustOnDemand(t, ds, opt)
+	opt.Seed++
+	q := mustOnDemand(t, ds, opt)
+	const n = 20000
+	type obs struct{ logm, c0 float64 }
+	draw := func(p *OnDemand, id int) obs {
+		_, k := p.plan(id)
+		return obs{math.Log(float64(k[0] + k[1] + k[2] + k[3])), float64(k[0])}
+	}
+	corr := func(x, y []float64) float64 {
+		var mx, my, sxy, sxx, syy float64
+		for i := range x {
+			mx += x[i] / float64(len(x))
+			my += y[i] / float64(len(y))
+		}
+		for i := range x {
+			sxy += (x[i] - mx) * (y[i] - my)
+			sxx += (x[i] - mx) * (x[i] - mx)
+			syy += (y[i] - my) * (y[i] - my)
+		}
+		return sxy / math.Sqrt(sxx*syy)
+	}
+	var a, b, c [2][]float64
+	for i := range n {
+		o, next, other := draw(p, 2*i), draw(p, 2*i+1), draw(q, 2*i)
+		for j, v := range [][3]float64{{o.logm, next.logm, other.logm}, {o.c0, next.c0, other.c0}} {
+			a[j] = append(a[j], v[0])
+			b[j] = append(b[j], v[1])
+			c[j] = append(c[j], v[2])
+		}
+	}
+	for j, name := range []string{"log size", "class-0 count"} {
+		if r := corr(a[j], b[j]); math.Abs(r) > 5/math.Sqrt(n) {
+			t.Errorf("%s: correlation %.4f between users id and id+1", name, r)
+		}
+		if r := corr(a[j], c[j]); math.Abs(r) > 5/math.Sqrt(n) {
+			t.Errorf("%s: correlation %.4f between seeds %d and %d", name, r, opt.Seed-1, opt.Seed)
+		}
+	}
+}
