@@ -66,8 +66,9 @@ type OnDemandOptions struct {
 
 // OnDemand is a population of N users whose data is derived on demand from
 // (Seed, id), never stored: building it costs O(base) time and memory (one
-// index pool per class of the base dataset) and O(1) in N, so N may be in
-// the billions. It is immutable once built and safe for concurrent use.
+// index pool per class of the base dataset) and O(1) in N, so N may be
+// anything up to MaxOnDemandClients (10^9). It is immutable once built and
+// safe for concurrent use.
 //
 // User id's examples (Client) come from a math/rand/v2 PCG generator
 // seeded with (Seed, id) alone, in this order:
@@ -88,7 +89,10 @@ type OnDemandOptions struct {
 // RepeatsExamples). That is the price of simulating a cross-device
 // population from a fixed dataset; a DP guarantee is still per user (the
 // privacy unit is the user id, whatever examples it holds), but the
-// model's utility then reflects fewer distinct examples than users × size.
+// model's utility then reflects fewer distinct examples than users × size,
+// and a base example held by k users is only protected as a group of k
+// users would be: the simulation's guarantee is about users, not about
+// the base dataset's records.
 type OnDemand struct {
 	base    *Dataset
 	opt     OnDemandOptions
