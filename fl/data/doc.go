@@ -17,6 +17,10 @@
 //   - Federated is the population: per-client index lists into one shared
 //     base Dataset, packed so that a million mostly-empty clients cost a few
 //     bytes each.
+//   - OnDemand is a population of up to 10^9 users whose data is derived
+//     from (seed, user id) when asked (label and quantity skew, eval
+//     users), costing nothing per user; Population is what both kinds
+//     offer a training loop.
 //
 // All randomness here is simulation randomness (which client holds which
 // example), seeded and reproducible through math/rand/v2 PCG; nothing in

@@ -195,6 +195,7 @@ func (f *Federated) ClientSize(id int) int {
 // (Federated.Base) of its training and held-out examples, disjoint, either
 // possibly empty. The slices alias the population's storage: callers must
 // not modify them (copy first to reorder, e.g. to shuffle minibatches).
+// OnDemand.Client returns fresh slices.
 type Client struct {
 	ID      int
 	Train   []int32

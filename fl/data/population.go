@@ -1,18 +1,25 @@
 package data
 
-// Population is a federated dataset as training sees it: client id →
-// that client's examples, as indices into Base(). *Federated is one (an
-// exact partition held in memory); a population derived on demand from
-// (seed, id) is another, for populations far larger than memory would
-// allow as a table.
+// Population is a federated dataset: client id → the client's examples in
+// Base() (FedJAX's FederatedData). Federated stores every client's index
+// list; OnDemand derives each client's list from its id when asked, so that
+// populations of millions of users cost no per-user memory.
+//
+// Implementations are safe for concurrent use. The slices of a returned
+// Client must not be modified: Federated's alias its storage (OnDemand's
+// are fresh, but callers should not rely on that).
 type Population interface {
-	// Base is the dataset the clients' indices point into.
+	// Base is the dataset that the clients' indices point into.
 	Base() *Dataset
-	// NumClients is the population size N.
+	// NumClients is the population size N ≥ 1; client IDs are 0, …, N−1.
 	NumClients() int
-	// Client returns client id's examples; it panics for id outside
-	// [0, N) (a programmer error).
+	// Client returns client id's training and held-out example indices
+	// into Base. It panics for id outside [0, N) (a programmer error).
 	Client(id int) Client
 }
 
-var _ Population = (*Federated)(nil)
+// Both population kinds satisfy Population.
+var (
+	_ Population = (*Federated)(nil)
+	_ Population = (*OnDemand)(nil)
+)
