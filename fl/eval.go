@@ -89,6 +89,16 @@ type ClientMetrics struct {
 // pop (every client when ids is nil). It returns false when none of them
 // holds examples out.
 func (e *Evaluator) Clients(params []float32, pop data.Population, ids []int) (ClientMetrics, bool) {
+	return e.perClient(params, pop, ids, func(c data.Client) []int32 { return c.HeldOut })
+}
+
+// Users evaluates params on all the examples of the users ids of pop:
+// users held out of training altogether (Field Guide §4.2.1).
+func (e *Evaluator) Users(params []float32, pop data.Population, ids []int) (ClientMetrics, bool) {
+	return e.perClient(params, pop, ids, func(c data.Client) []int32 { return append(c.HeldOut[:len(c.HeldOut):len(c.HeldOut)], c.Train...) })
+}
+
+func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, examples func(data.Client) []int32) (ClientMetrics, bool) {
 	type result struct {
 		loss    float64
 		correct int
@@ -105,7 +115,7 @@ func (e *Evaluator) Clients(params []float32, pop data.Population, ids []int) (C
 			defer wg.Done()
 			dim := pop.Base().Dim
 			for id := range next {
-				idx := pop.Client(id).HeldOut
+				idx := examples(pop.Client(id))
 				var c int
 				for s := 0; s < len(idx); s += e.chunk {
 					b := idx[s:min(s+e.chunk, len(idx))]
@@ -121,7 +131,7 @@ func (e *Evaluator) Clients(params []float32, pop data.Population, ids []int) (C
 		}()
 	}
 	send := func(id int) {
-		if len(pop.Client(id).HeldOut) > 0 {
+		if len(examples(pop.Client(id))) > 0 {
 			next <- id
 		}
 	}

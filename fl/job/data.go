@@ -9,7 +9,7 @@ import (
 // population builds the job's federated training data and the test split
 // its model is scored on. Devices keep their own data, so a devices job
 // has no population (nil) and is scored on Fashion-MNIST's test split.
-func (m *Manager) population(spec Spec) (*data.Federated, *data.Dataset, error) {
+func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) {
 	switch spec.Dataset {
 	case "leaf":
 		train, test, _, err := data.LoadLEAF(spec.LEAF.TrainDir, spec.LEAF.TestDir, data.LEAFOptions{
@@ -36,6 +36,13 @@ func (m *Manager) population(spec Spec) (*data.Federated, *data.Dataset, error) 
 	if spec.Population.Source == "devices" {
 		return nil, ds.test, nil
 	}
+	if spec.Population.OnDemand {
+		pop, err := data.NewOnDemand(ds.train, spec.Population.onDemand(spec.Seed))
+		if err != nil {
+			return nil, nil, err
+		}
+		return pop, ds.test, nil
+	}
 	pp := spec.Population
 	part, err := data.ParsePartitionerParams(pp.Partition, data.PartitionParams{
 		DirichletAlpha: pp.DirichletAlpha, ShardsPerClient: pp.ShardsPerClient,
@@ -52,4 +59,49 @@ func (m *Manager) population(spec Spec) (*data.Federated, *data.Dataset, error) 
 		return nil, nil, fmt.Errorf("partitioning: %w", err)
 	}
 	return fed, ds.test, nil
+}
+
+// evalUsers are up to max users of an on-demand population that never
+// train, found by scanning ids from 0 (expected max/fraction ids).
+func evalUsers(pop *data.OnDemand, max int) []int {
+	var ids []int
+	for id := 0; id < pop.NumClients() && len(ids) < max && pop.Options().EvalUserFraction > 0; id++ {
+		if pop.IsEvalUser(id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// trainingUsers removes the eval users from a sampled cohort: they never
+// train, and dropping a sampled user only removes a contribution.
+func trainingUsers(pop data.Population, cohort []int) []int {
+	od, ok := pop.(*data.OnDemand)
+	if !ok || od.Options().EvalUserFraction == 0 {
+		return cohort
+	}
+	out := cohort[:0]
+	for _, u := range cohort {
+		if !od.IsEvalUser(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// dataNotes are facts about the population that qualify its privacy.
+func (m *Manager) dataNotes(spec Spec) []string {
+	if !spec.Population.OnDemand {
+		return nil
+	}
+	ds, err := m.dataset()
+	if err != nil {
+		return nil
+	}
+	pop, err := data.NewOnDemand(ds.train, spec.Population.onDemand(spec.Seed))
+	if err != nil || !pop.RepeatsExamples() {
+		return nil
+	}
+	return []string{fmt.Sprintf("the %d users hold about %.0f examples each drawn from %d training examples, so examples repeat across users: "+
+		"user-level DP protects each user, and an example held by k users only at group level k", pop.NumClients(), pop.ExpectedSize(), ds.train.Len())}
 }

@@ -206,6 +206,8 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"adagrad","tau":0}}`:                                "server.tau",
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
+		`{"population":{"on_demand":true,"max_examples":0}}`:                        "population.max_examples",
+		`{"population":{"on_demand":true,"clients":20000000}}`:                      "population.clients",
 		`{"participation":{"dropout_rate":1}}`:                                      "participation.dropout_rate",
 		`{"participation":{"among_available":true}}`:                                "participation.among_available",
 		`{"participation":{"diurnal_amplitude":0.5}}`:                               "participation.period_rounds",
@@ -508,5 +510,51 @@ func TestParticipation(t *testing.T) {
 	}))
 	if rep, err = m.Privacy(st.ID); err != nil || !strings.Contains(rep.Uncovered, "among_available") {
 		t.Fatalf("among_available: uncovered %q, err %v", rep.Uncovered, err)
+	}
+}
+
+// A population of a million users derived on demand trains like a
+// partitioned one: users that never train are scored separately (mean,
+// 10th percentile, minimum), eval users are kept out of every cohort, and
+// the status notes that users share examples.
+func TestOnDemandPopulationJob(t *testing.T) {
+	m := manager(t)
+	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Population = PopulationSpec{Source: "simulated", Clients: 1_000_000, Partition: "dirichlet", DirichletAlpha: 1,
+			OnDemand: true, SizeMu: math.Log(20), SizeSigma: 0.5, MaxExamples: 200, EvalUserFraction: 0.01}
+		s.Sampling.Rate = 0.0001
+		s.EvalEvery = 10
+	}))
+	if st.State != storage.StateCompleted {
+		t.Fatalf("%s: %s", st.State, st.Message)
+	}
+	ev := st.LatestTest
+	if ev == nil || ev.Test.Accuracy < 0.6 || ev.EvalUsers == nil || ev.EvalUsers.Clients != 1000 {
+		t.Fatalf("evaluation %+v", ev)
+	}
+	u := ev.EvalUsers
+	if !(u.MinAccuracy <= u.P10Accuracy && u.P10Accuracy <= u.MeanAccuracy && u.MeanAccuracy > 0.5) {
+		t.Fatalf("per-user accuracy distribution %+v", u)
+	}
+	if len(st.Notes) != 1 || !strings.Contains(st.Notes[0], "group level") {
+		t.Fatalf("notes %q, want one on examples shared across users", st.Notes)
+	}
+	ds, _ := m.dataset()
+	pop, err := data.NewOnDemand(ds.train, data.OnDemandOptions{NumClients: 5000, SizeMu: 2, MaxExamples: 50, EvalUserFraction: 0.3, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cohort := make([]int, 5000)
+	for i := range cohort {
+		cohort[i] = i
+	}
+	kept := trainingUsers(pop, cohort)
+	for _, u := range kept {
+		if pop.IsEvalUser(u) {
+			t.Fatalf("eval user %d kept in a training cohort", u)
+		}
+	}
+	if n := len(kept); n < 3300 || n > 3700 {
+		t.Fatalf("%d of 5000 users train with an eval fraction of 0.3", n)
 	}
 }

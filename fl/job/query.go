@@ -19,6 +19,9 @@ type Status struct {
 	Latest *RoundMetrics `json:"latest,omitempty"`
 	// LatestTest is the most recent evaluation on the test split.
 	LatestTest *RoundMetrics `json:"latest_evaluated,omitempty"`
+	// Notes are facts about the job's data that qualify its guarantee
+	// (e.g. examples shared by several users of an on-demand population).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Get returns job id's status.
@@ -54,6 +57,7 @@ func (m *Manager) status(j storage.Job, withMetrics bool) (Status, error) {
 	if err := json.Unmarshal(j.Config, &s.Spec); err != nil {
 		return s, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err)
 	}
+	s.Notes = m.dataNotes(s.Spec)
 	if !withMetrics {
 		return s, nil
 	}
@@ -199,8 +203,8 @@ type RoundRecord struct {
 	Unavailable int `json:"unavailable"`
 	Reported    int `json:"reported"`
 	Dropped     int `json:"dropped"`
-	Straggled int `json:"straggled"`
-	Rejected  int `json:"rejected"`
+	Straggled   int `json:"straggled"`
+	Rejected    int `json:"rejected"`
 	// EstimatedSeconds and EstimatedTotalSeconds are the round-time
 	// model's deployment estimates (0 when the job has none).
 	EstimatedSeconds      float64 `json:"estimated_seconds"`

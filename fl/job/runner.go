@@ -369,6 +369,9 @@ type RoundMetrics struct {
 	// Test is the global model on the dataset's test split, on evaluation
 	// rounds only.
 	Test *fl.Metrics `json:"test,omitempty"`
+	// EvalUsers is the global model on up to 1,000 users that never train
+	// (population.eval_user_fraction), on evaluation rounds only.
+	EvalUsers *fl.ClientMetrics `json:"eval_users,omitempty"`
 	// Clients is the global model on the clients' held-out examples, when
 	// the partition holds some out and on evaluation rounds only.
 	Clients *fl.ClientMetrics `json:"clients,omitempty"`
@@ -401,6 +404,10 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	fed, test, err := m.population(spec)
 	if err != nil {
 		return fail("%v", err)
+	}
+	var evalIDs []int
+	if od, ok := fed.(*data.OnDemand); ok {
+		evalIDs = evalUsers(od, 1000)
 	}
 	mdl, err := model.New(spec.Model, test.Dim, test.Classes)
 	if err != nil {
@@ -517,7 +524,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			cohort = sampler.Sample(n, secure)
 		}
 		selected := len(cohort)
-		cohort, unavailable, dropped = part.Filter(cohort, r)
+		cohort, unavailable, dropped = part.Filter(trainingUsers(fed, cohort), r)
 		st, err := alg.Round(ctx, r, params, fed, cohort, sampler.ExpectedSize(n))
 		st.Cohort = selected
 		return st, err
@@ -584,9 +591,14 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			t := eval.Dataset(params, test)
 			met.Test = &t
 			// Devices keep their data: only the server's test split is scored.
-			if fed != nil {
-				if c, ok := eval.Clients(params, fed, nil); ok {
+			switch pop := fed.(type) {
+			case *data.Federated:
+				if c, ok := eval.Clients(params, pop, nil); ok {
 					met.Clients = &c
+				}
+			case *data.OnDemand:
+				if c, ok := eval.Users(params, pop, evalIDs); ok {
+					met.EvalUsers = &c
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/dpfl/dpfl/fl"
+	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
 )
 
@@ -179,6 +180,27 @@ type PopulationSpec struct {
 	// HeldOutFraction of every client's examples is kept for per-client
 	// evaluation, in [0, 1).
 	HeldOutFraction float64 `json:"held_out_fraction"`
+	// OnDemand derives every user's data from (seed, user id) when the
+	// user is sampled (data.OnDemand) instead of partitioning the dataset:
+	// populations of up to MaxClients users in memory that grows with the
+	// cohort. Users then draw Dirichlet(dirichlet_alpha) label proportions
+	// (0: IID) and round(exp(size_mu + size_sigma·Z)) examples, at most
+	// max_examples, from the training set, which they share when the
+	// population outgrows it; eval_user_fraction of them never train and
+	// are scored on all their examples (Field Guide §4.2.1).
+	OnDemand         bool    `json:"on_demand,omitempty"`
+	SizeMu           float64 `json:"size_mu,omitempty"`
+	SizeSigma        float64 `json:"size_sigma,omitempty"`
+	MaxExamples      int     `json:"max_examples,omitempty"`
+	EvalUserFraction float64 `json:"eval_user_fraction,omitempty"`
+}
+
+// onDemand is the population's data.OnDemand configuration.
+func (p PopulationSpec) onDemand(seed uint64) data.OnDemandOptions {
+	return data.OnDemandOptions{
+		NumClients: p.Clients, Alpha: p.DirichletAlpha, SizeMu: p.SizeMu, SizeSigma: p.SizeSigma,
+		MaxExamples: p.MaxExamples, HeldOutFraction: p.HeldOutFraction, EvalUserFraction: p.EvalUserFraction, Seed: seed,
+	}
 }
 
 // SamplingSpec chooses each round's cohort.
@@ -271,6 +293,7 @@ func DefaultSpec() Spec {
 		Model:   "logreg",
 		Population: PopulationSpec{
 			Source: "simulated", Clients: 6000, Partition: "dirichlet", DirichletAlpha: 1, ShardsPerClient: 2,
+			SizeMu: math.Log(10), MaxExamples: 1000,
 		},
 		Sampling:  SamplingSpec{Scheme: "poisson", Rate: 0.02, CohortSize: 120},
 		Rounds:    300,
@@ -357,6 +380,21 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("model", "unknown model %q (known: %s)", s.Model, strings.Join(model.Names(), ", "))
 	}
 	p := s.Population
+	if p.OnDemand {
+		switch {
+		case s.Dataset != "fashion-mnist" || p.Source == "devices":
+			return bad("population.on_demand", "derives users from the fashion-mnist training set for simulated jobs only")
+		case s.Algorithm == "scaffold":
+			return bad("population.on_demand", "cannot keep SCAFFOLD's per-client control variates for a population derived on demand")
+		case !(p.SizeSigma >= 0 && p.SizeSigma <= 5) || !finite(p.SizeMu) || p.SizeMu < -10 || p.SizeMu > 20:
+			return bad("population.size_mu", "size_mu must be in [−10, 20] and size_sigma in [0, 5], got %v and %v", p.SizeMu, p.SizeSigma)
+		case p.MaxExamples < 1 || p.MaxExamples > 100_000:
+			return bad("population.max_examples", "must be in [1, 100000], got %d", p.MaxExamples)
+		case !(p.EvalUserFraction >= 0 && p.EvalUserFraction < 1):
+			return bad("population.eval_user_fraction", "must be in [0, 1), got %v", p.EvalUserFraction)
+		}
+		trainSize = math.MaxInt // users share examples when they outnumber them
+	}
 	switch {
 	case p.Source != "simulated" && p.Source != "devices":
 		return bad("population.source", "unknown source %q (known: simulated, devices)", p.Source)
@@ -370,7 +408,9 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("population.labels_per_client", "must be in [1, 10] (the classes) with the labels partition, got %d", p.LabelsPerClient)
 	case p.Partition == "labels" && !(p.LabelsSigma >= 0 && finite(p.LabelsSigma)):
 		return bad("population.labels_sigma", "must be a finite number ≥ 0, got %v", p.LabelsSigma)
-	case p.Partition == "dirichlet" && !(p.DirichletAlpha > 0 && finite(p.DirichletAlpha)):
+	case p.OnDemand && !(p.DirichletAlpha >= 0):
+		return bad("population.dirichlet_alpha", "must be ≥ 0 (0: IID) with on_demand, got %v", p.DirichletAlpha)
+	case !p.OnDemand && p.Partition == "dirichlet" && !(p.DirichletAlpha > 0 && finite(p.DirichletAlpha)):
 		return bad("population.dirichlet_alpha", "must be a finite number > 0, got %v", p.DirichletAlpha)
 	case p.Partition == "shards" && (p.ShardsPerClient < 1 || p.Clients*p.ShardsPerClient > trainSize):
 		return bad("population.shards_per_client", "must be ≥ 1 with clients × shards ≤ %d, got %d", trainSize, p.ShardsPerClient)
