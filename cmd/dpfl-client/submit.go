@@ -27,10 +27,16 @@ type override struct {
 
 var overrides = []override{
 	{"name", "name", "job name", 's'},
-	{"model", "model", "model: logreg | mlp", 's'},
+	{"model", "model", "model: logreg | mlp | cnn", 's'},
+	{"dataset", "dataset", "fashion-mnist | synthetic | leaf", 's'},
+	{"algorithm", "algorithm", "fedavg | scaffold | fednova", 's'},
+	{"optimizer", "server.optimizer", "server optimizer: sgd | momentum | adagrad | adam | yogi", 's'},
+	{"prox-mu", "client.prox_mu", "FedProx μ", 'f'},
+	{"secure-aggregation", "secure_aggregation", "aggregate through secure aggregation", 'b'},
+	{"on-demand", "population.on_demand", "derive users' data on demand (populations up to 10M)", 'b'},
 	{"rounds", "rounds", "number of rounds", 'i'},
 	{"clients", "population.clients", "population size N", 'i'},
-	{"partition", "population.partition", "iid | dirichlet | shards", 's'},
+	{"partition", "population.partition", "iid | dirichlet | shards | labels", 's'},
 	{"alpha", "population.dirichlet_alpha", "Dirichlet concentration α", 'f'},
 	{"sampling", "sampling.scheme", "poisson | fixed", 's'},
 	{"q", "sampling.rate", "Poisson sampling rate q", 'f'},
