@@ -18,7 +18,7 @@ import (
 	"github.com/dpfl/dpfl/storage"
 )
 
-func manager(t *testing.T) *Manager {
+func manager(t testing.TB) *Manager {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
 		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
