@@ -90,14 +90,22 @@ func newCommand(name string) *command {
 func (c *command) client() *client.Client { return client.New(*c.server, *c.token) }
 
 // jobArg parses flags and returns the single JOB argument.
+// Flags may come before or after JOB ('rounds JOB --plot f.png').
 func (c *command) jobArg(args []string) (string, error) {
 	if err := c.fs.Parse(args); err != nil {
 		return "", err
 	}
-	if c.fs.NArg() != 1 {
-		return "", fmt.Errorf("%s: want exactly one JOB id, got %d arguments", c.fs.Name(), c.fs.NArg())
+	var pos []string
+	for c.fs.NArg() > 0 {
+		pos = append(pos, c.fs.Arg(0))
+		if err := c.fs.Parse(c.fs.Args()[1:]); err != nil {
+			return "", err
+		}
 	}
-	return c.fs.Arg(0), nil
+	if len(pos) != 1 {
+		return "", fmt.Errorf("%s: want exactly one JOB id, got %d arguments", c.fs.Name(), len(pos))
+	}
+	return pos[0], nil
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
