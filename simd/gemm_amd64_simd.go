@@ -12,11 +12,15 @@ import (
 // eight accumulators live next to their operands (a 16-accumulator kernel
 // spills and runs 3× slower).
 //
-// NN and TN (op(B) rows contiguous): C tiles of 5 (or 4) rows × 32
-// columns, ten (eight) Float32x16 accumulators, per k step two loads of
-// op(B) and five (four) broadcasts of op(A) (outer-product form); 5-row
-// tiles unless m is a multiple of 4 but not of 5. A 5×2 NT tile measured
-// slower than 4×2 (it spills). NT (op(B) = Bᵀ, rows of A and
+// NN and TN (op(B) rows contiguous): C tiles of 4 rows × 32 columns, eight
+// Float32x16 accumulators, per k step two loads of op(B) and four
+// broadcasts of op(A) (outer-product form). 5-row tiles (ten accumulators)
+// and a 5×2 NT tile were measured too and were slower once the loops
+// address memory through byte offsets (they spill). The hot loops use
+// unsafe.Add on offsets from a slice's first element, after the slices
+// were cut to exactly the elements read: advancing several slices per
+// iteration kept too many slice words live and spilled (perf annotate
+// showed more scalar work than FMAs). NT (op(B) = Bᵀ, rows of A and
 // B both contiguous in k): C tiles of 4 rows × 2 columns as eight dot
 // products along k, reduced horizontally at the end of the tile.
 //
@@ -62,26 +66,6 @@ func gemmXN(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 		// last element so that the kernels can advance it row by row.
 		bp := b[j : (k-1)*ldb+j+w]
 		i := 0
-		if m%4 != 0 || m%5 == 0 {
-			for ; i+5 <= m; i += 5 {
-				var c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16
-				if transA {
-					c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = kernTN5x32(a[i:(k-1)*lda+i+5], lda, bp, ldb, w)
-				} else {
-					c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = kernNN5x32(a[i*lda:], lda, k, bp, ldb, w)
-				}
-				r := c[i*ldc+j:]
-				storePair(r[:w], c0, c1, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c2, c3, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c4, c5, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c6, c7, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c8, c9, va, vb, beta)
-			}
-		}
 		for ; i+4 <= m; i += 4 {
 			var c0, c1, c2, c3, c4, c5, c6, c7 archsimd.Float32x16
 			if transA {
@@ -140,25 +124,28 @@ func kernNN4x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, 
 	a2 := a[2*lda : 2*lda+k]
 	a3 := a[3*lda : 3*lda+k]
 	if w == 32 {
-		for p := range a0 {
-			b0 := archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 := archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-			x := archsimd.BroadcastFloat32x16(a0[p])
+		// As in kernTN4x32: byte offsets instead of advancing slices
+		// (a_r hold exactly k elements, bp ends at its last element).
+		pa0, pa1, pa2, pa3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
+		pb := unsafe.Pointer(&bp[0])
+		offA, offB := uintptr(0), uintptr(0)
+		for range k {
+			b0 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB)))
+			b1 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB+64)))
+			x := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa0, offA)))
 			c0 = x.MulAdd(b0, c0)
 			c1 = x.MulAdd(b1, c1)
-			x = archsimd.BroadcastFloat32x16(a1[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa1, offA)))
 			c2 = x.MulAdd(b0, c2)
 			c3 = x.MulAdd(b1, c3)
-			x = archsimd.BroadcastFloat32x16(a2[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa2, offA)))
 			c4 = x.MulAdd(b0, c4)
 			c5 = x.MulAdd(b1, c5)
-			x = archsimd.BroadcastFloat32x16(a3[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa3, offA)))
 			c6 = x.MulAdd(b0, c6)
 			c7 = x.MulAdd(b1, c7)
-			if len(bp) < ldb+32 {
-				break
-			}
-			bp = bp[ldb:]
+			offA += 4
+			offB += uintptr(ldb) * 4
 		}
 		return
 	}
@@ -184,83 +171,37 @@ func kernNN4x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, 
 	return
 }
 
-// kernNN5x32 is kernNN4x32 for five rows: ten accumulators, which with
-// the two B vectors and the broadcast fill 13 of the 15 vector registers
-// Go allocates; eight chains are too few to keep both FMA pipes of a
-// Zen 5 core busy through the four-cycle FMA latency.
-func kernNN5x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16) {
-	a0 := a[:k]
-	a1 := a[lda : lda+k]
-	a2 := a[2*lda : 2*lda+k]
-	a3 := a[3*lda : 3*lda+k]
-	a4 := a[4*lda : 4*lda+k]
-	for p := range a0 {
-		var b0, b1 archsimd.Float32x16
-		if w == 32 {
-			b0 = archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 = archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-		} else {
-			b0, b1 = loadRow32(bp, w)
-		}
-		x := archsimd.BroadcastFloat32x16(a0[p])
-		c0 = x.MulAdd(b0, c0)
-		c1 = x.MulAdd(b1, c1)
-		x = archsimd.BroadcastFloat32x16(a1[p])
-		c2 = x.MulAdd(b0, c2)
-		c3 = x.MulAdd(b1, c3)
-		x = archsimd.BroadcastFloat32x16(a2[p])
-		c4 = x.MulAdd(b0, c4)
-		c5 = x.MulAdd(b1, c5)
-		x = archsimd.BroadcastFloat32x16(a3[p])
-		c6 = x.MulAdd(b0, c6)
-		c7 = x.MulAdd(b1, c7)
-		x = archsimd.BroadcastFloat32x16(a4[p])
-		c8 = x.MulAdd(b0, c8)
-		c9 = x.MulAdd(b1, c9)
-		if len(bp) < ldb+w {
-			break
-		}
-		bp = bp[ldb:]
-	}
-	return
-}
-
-// kernTN5x32 is kernNN5x32 for A stored k×m: ap starts at A[0, i] and ends
-// at A[k−1, i+4].
-func kernTN5x32(ap []float32, lda int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16) {
-	for {
-		var b0, b1 archsimd.Float32x16
-		if w == 32 {
-			b0 = archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 = archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-		} else {
-			b0, b1 = loadRow32(bp, w)
-		}
-		x := archsimd.BroadcastFloat32x16(ap[0])
-		c0 = x.MulAdd(b0, c0)
-		c1 = x.MulAdd(b1, c1)
-		x = archsimd.BroadcastFloat32x16(ap[1])
-		c2 = x.MulAdd(b0, c2)
-		c3 = x.MulAdd(b1, c3)
-		x = archsimd.BroadcastFloat32x16(ap[2])
-		c4 = x.MulAdd(b0, c4)
-		c5 = x.MulAdd(b1, c5)
-		x = archsimd.BroadcastFloat32x16(ap[3])
-		c6 = x.MulAdd(b0, c6)
-		c7 = x.MulAdd(b1, c7)
-		x = archsimd.BroadcastFloat32x16(ap[4])
-		c8 = x.MulAdd(b0, c8)
-		c9 = x.MulAdd(b1, c9)
-		if len(ap) < lda+5 {
-			return
-		}
-		ap, bp = ap[lda:], bp[ldb:]
-	}
-}
-
 // kernTN4x32 is kernNN4x32 for A stored k×m: ap starts at A[0, i] and ends
 // at A[k−1, i+3].
 func kernTN4x32(ap []float32, lda int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7 archsimd.Float32x16) {
+	if w == 32 {
+		// Full panels: one byte offset per operand (unsafe.Add; ap and
+		// bp end exactly at the last element read, so every access is
+		// in bounds) instead of advancing slices, which cost bounds
+		// checks and spills in the loop.
+		k := (len(ap)-4)/lda + 1
+		pa, pb := unsafe.Pointer(&ap[0]), unsafe.Pointer(&bp[0])
+		offA, offB := uintptr(0), uintptr(0)
+		for range k {
+			b0 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB)))
+			b1 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB+64)))
+			x := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+0)))
+			c0 = x.MulAdd(b0, c0)
+			c1 = x.MulAdd(b1, c1)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+4)))
+			c2 = x.MulAdd(b0, c2)
+			c3 = x.MulAdd(b1, c3)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+8)))
+			c4 = x.MulAdd(b0, c4)
+			c5 = x.MulAdd(b1, c5)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+12)))
+			c6 = x.MulAdd(b0, c6)
+			c7 = x.MulAdd(b1, c7)
+			offA += uintptr(lda) * 4
+			offB += uintptr(ldb) * 4
+		}
+		return
+	}
 	for {
 		b0, b1 := loadRow32(bp, w)
 		x := archsimd.BroadcastFloat32x16(ap[0])
