@@ -237,23 +237,27 @@ func kern1x32(a []float32, stride, k int, bp []float32, ldb, w int) (c0, c1 arch
 // gemmNT handles op(A) = A (m×k) and op(B) = Bᵀ (B stored n×k): element
 // (i, j) is the dot product of row i of A and row j of B.
 func gemmNT(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	i := 0
-	for ; i+4 <= m; i += 4 {
-		a0 := a[i*lda : i*lda+k]
-		a1 := a[(i+1)*lda : (i+1)*lda+k]
-		a2 := a[(i+2)*lda : (i+2)*lda+k]
-		a3 := a[(i+3)*lda : (i+3)*lda+k]
-		j := 0
-		for ; j+2 <= n; j += 2 {
-			s0, s1 := dot4x2(a0, a1, a2, a3, b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k])
+	// Pairs of B rows outer: they stay in L1 while the 4-row blocks of A
+	// (the minibatch side, small enough for L2) stream past, so B (the
+	// weights, which the SGD step between passes evicts from L2) is read
+	// from memory once rather than once per 4-row block.
+	m4 := m - m%4
+	j := 0
+	for ; j+2 <= n; j += 2 {
+		b0, b1 := b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k]
+		for i := 0; i < m4; i += 4 {
+			s0, s1 := dot4x2(a[i*lda:i*lda+k], a[(i+1)*lda:(i+1)*lda+k], a[(i+2)*lda:(i+2)*lda+k], a[(i+3)*lda:(i+3)*lda+k], b0, b1)
 			putNT(c[i*ldc+j:], ldc, 4, 2, s0, s1, alpha, beta)
 		}
-		if j < n {
-			bj := b[j*ldb : j*ldb+k]
-			s0, _ := dot4x2(a0, a1, a2, a3, bj, bj)
+	}
+	if j < n {
+		bj := b[j*ldb : j*ldb+k]
+		for i := 0; i < m4; i += 4 {
+			s0, _ := dot4x2(a[i*lda:i*lda+k], a[(i+1)*lda:(i+1)*lda+k], a[(i+2)*lda:(i+2)*lda+k], a[(i+3)*lda:(i+3)*lda+k], bj, bj)
 			putNT(c[i*ldc+j:], ldc, 4, 1, s0, s0, alpha, beta)
 		}
 	}
+	i := m4
 	for ; i < m; i++ {
 		ai := a[i*lda : i*lda+k]
 		j := 0
