@@ -9,7 +9,9 @@
 //
 // examples_per_s counts every local training example over the whole round
 // time, aggregation and noise included (the reference divides by its
-// training time only, so this comparison favours PyTorch slightly).
+// training time only, so this comparison favours PyTorch slightly);
+// examples_per_cpu_s divides by the process's CPU time over the rounds
+// instead, which is robust to other processes sharing the machine.
 //
 // Usage:
 //
@@ -28,6 +30,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"syscall"
 	"time"
 
 	"github.com/dpfl/dpfl/dp"
@@ -93,16 +96,18 @@ func main() {
 			log.Fatal(err)
 		}
 	}
-	var total time.Duration
+	var total, cpu time.Duration
 	var examples int
 	for r := 1; r <= *rounds; r++ {
 		ids := sampler.Sample(fed.NumClients(), rng)
+		c0 := cpuTime()
 		t0 := time.Now()
 		st, err := f.Round(context.Background(), r, params, fed, ids, sampler.ExpectedSize(fed.NumClients()))
 		if err != nil {
 			log.Fatal(err)
 		}
 		dt := time.Since(t0)
+		cpu += cpuTime() - c0
 		total += dt
 		examples += st.Examples * *epochs
 		fmt.Printf("round %d %.3fs\n", r, dt.Seconds())
@@ -111,7 +116,18 @@ func main() {
 		pprof.StopCPUProfile() // the profile covers the rounds only
 	}
 	fmt.Printf("test_acc=%.4f\n", eval.Dataset(params, test).Accuracy)
-	fmt.Printf("RESULT round_s=%.3f examples=%d examples_per_s=%.0f clients_per_s=%.1f mean_round_s=%.3f\n",
-		total.Seconds(), examples, float64(examples)/total.Seconds(),
+	fmt.Printf("RESULT round_s=%.3f cpu_s=%.3f examples=%d examples_per_s=%.0f examples_per_cpu_s=%.0f clients_per_s=%.1f mean_round_s=%.3f\n",
+		total.Seconds(), cpu.Seconds(), examples, float64(examples)/total.Seconds(), float64(examples)/cpu.Seconds(),
 		float64(*rounds**cohort)/total.Seconds(), total.Seconds()/float64(*rounds))
+}
+
+// cpuTime is the user+system CPU time of the process so far (all threads),
+// which unlike wall time does not count time the machine gave to other
+// processes.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

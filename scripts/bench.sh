@@ -45,24 +45,35 @@ trap 'rm -rf "$tmp"' EXIT
 go build -o "$tmp/bench-plain" ./bench
 GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./bench
 
+cpus=$(nproc --all)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 args=(--clients "$CLIENTS" --cohort "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip 1 --z 1 --model "$MODEL")
-echo "# $(date -u +%FT%TZ) $(nproc) CPUs, load: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') with $blas"
+echo "# $(date -u +%FT%TZ) $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)), load: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') with $blas"
 echo "# job: ${args[*]}; one thread each (torch --threads 1, GOMAXPROCS=1 --workers 1)"
-rate() { sed -n 's/.*examples_per_s=\([0-9.]*\).*/\1/p'; }
-declare -a T P S
+echo "# wall: examples per wall-second of the rounds; cpu: per CPU-second of the process (torch through scripts/torch_cputime.py)"
+field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
+declare -a T P S TC PC SC
 for r in $(seq "$REPS"); do
-  t=$(/usr/bin/python3 "$TORCH" "${args[@]}" --threads 1 | tee "$tmp/torch.$r" | grep RESULT | rate)
-  p=$(GOMAXPROCS=1 "$tmp/bench-plain" "${args[@]}" --workers 1 | tee "$tmp/plain.$r" | grep RESULT | rate)
+  /usr/bin/python3 "$TORCH" "${args[@]}" --threads 1 > "$tmp/torch.$r"
+  /usr/bin/python3 scripts/torch_cputime.py "$TORCH" "${args[@]}" --threads 1 > "$tmp/torchcpu.$r"
+  GOMAXPROCS=1 "$tmp/bench-plain" "${args[@]}" --workers 1 > "$tmp/plain.$r"
   prof=()
   [ -n "${PROFILE:-}" ] && [ "$r" = "$REPS" ] && prof=(--cpuprofile "$PROFILE")
-  s=$(GOMAXPROCS=1 "$tmp/bench-simd" "${args[@]}" --workers 1 "${prof[@]}" | tee "$tmp/simd.$r" | grep RESULT | rate)
-  T+=("$t"); P+=("$p"); S+=("$s")
-  printf 'rep %d examples/s: torch %s  dpfl-plain %s  dpfl-simd %s\n' "$r" "$t" "$p" "$s"
+  GOMAXPROCS=1 "$tmp/bench-simd" "${args[@]}" --workers 1 "${prof[@]}" > "$tmp/simd.$r"
+  T+=("$(grep RESULT "$tmp/torch.$r" | field examples_per_s)")
+  TC+=("$(grep RESULT "$tmp/torchcpu.$r" | field examples_per_s)")
+  P+=("$(grep RESULT "$tmp/plain.$r" | field examples_per_s)")
+  PC+=("$(grep RESULT "$tmp/plain.$r" | field examples_per_cpu_s)")
+  S+=("$(grep RESULT "$tmp/simd.$r" | field examples_per_s)")
+  SC+=("$(grep RESULT "$tmp/simd.$r" | field examples_per_cpu_s)")
+  printf 'rep %d examples/s  wall: torch %s  dpfl-plain %s  dpfl-simd %s   cpu: torch %s  dpfl-plain %s  dpfl-simd %s\n' \
+    "$r" "${T[-1]}" "${P[-1]}" "${S[-1]}" "${TC[-1]}" "${PC[-1]}" "${SC[-1]}"
 done
 echo "# final test accuracy (last rep): torch $(grep -o 'test_acc=[0-9.]*' "$tmp/torch.$REPS" | tail -1) plain $(grep -o 'test_acc=[0-9.]*' "$tmp/plain.$REPS" | tail -1) simd $(grep -o 'test_acc=[0-9.]*' "$tmp/simd.$REPS" | tail -1)"
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-mt=$(median "${T[@]}"); mp=$(median "${P[@]}"); ms=$(median "${S[@]}")
-echo "median examples/s: torch $mt  dpfl-plain $mp  dpfl-simd $ms"
-awk -v t="$mt" -v p="$mp" -v s="$ms" 'BEGIN {printf "ratio vs torch: dpfl-plain %.2fx  dpfl-simd %.2fx\n", p/t, s/t}'
+for kind in wall cpu; do
+  if [ $kind = wall ]; then mt=$(median "${T[@]}"); mp=$(median "${P[@]}"); ms=$(median "${S[@]}")
+  else mt=$(median "${TC[@]}"); mp=$(median "${PC[@]}"); ms=$(median "${SC[@]}"); fi
+  awk -v k=$kind -v t="$mt" -v p="$mp" -v s="$ms" 'BEGIN {printf "median %s examples/s: torch %s  dpfl-plain %s  dpfl-simd %s   ratio vs torch: plain %.2fx  simd %.2fx\n", k, t, p, s, p/t, s/t}'
+done

@@ -7,15 +7,23 @@
 // Conventions follow gonum/blas: the destination comes first, lengths that
 // disagree are programmer errors and panic, and no kernel allocates.
 //
-// Layout for vector implementations: every exported kernel checks its
-// arguments and calls an unexported one (axpy, dot, sumSquares, scale, add,
-// sub, allFinite, gemm). These are defined twice, in kernels_generic.go
-// (build constraint !(goexperiment.simd && amd64)) and in
-// kernels_amd64_simd.go (goexperiment.simd && amd64); both currently
-// forward to the portable loops of generic.go (axpyGeneric, …) and to
-// gemmGonum, so the package builds either way. archsimd versions replace
-// the bodies in kernels_amd64_simd.go and can still call the generic loops
-// for tails.
+// Layout: every exported kernel checks its arguments and calls an
+// unexported one (axpy, dot, sumSquares, scale, add, sub, allFinite, relu,
+// reluMask, addUint32, …, gemm). These are defined twice, with opposite
+// build constraints: kernels_generic.go (!(goexperiment.simd && amd64))
+// forwards to the portable loops of generic.go (axpyGeneric, …) and to
+// gemmGonum; kernels_amd64_simd.go (goexperiment.simd && amd64) dispatches
+// at run time on hasAVX512 (archsimd.X86.AVX512()) and hasAVX2 to the
+// archsimd kernels of vec_amd64_simd.go, gemm_amd64_simd.go and
+// vec_avx2_amd64_simd.go, falling back to the same generic loops and gonum
+// otherwise. So `go build` and `go test` work
+// with and without GOEXPERIMENT=simd, and the simd build is the fast one
+// (README, "Performance and the SIMD build"). Element-wise kernels are
+// bit-identical on every path; reductions and Gemm stay within the error
+// bounds their doc comments state. equiv_test.go checks both, and
+// forEachPath re-runs tests with AVX-512 and then AVX2 switched off. CPUs
+// with AVX2 and FMA but no AVX-512 get 256-bit level-1 and mask kernels
+// (vec_avx2_amd64_simd.go) and gonum's Gemm.
 //
 // The portable loops advance slices rather than index them (the compiler
 // then proves the unrolled accesses in range and drops bounds checks) and

@@ -54,6 +54,10 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 }
 
 func TestElementwiseKernelsMatchGenericBitForBit(t *testing.T) {
+	forEachPath(t, testElementwiseKernelsMatchGeneric)
+}
+
+func testElementwiseKernelsMatchGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 42))
 	for _, n := range equivLengths() {
 		for trial := range 3 {
@@ -103,6 +107,10 @@ func TestElementwiseKernelsMatchGenericBitForBit(t *testing.T) {
 }
 
 func TestAllFiniteFindsEveryPosition(t *testing.T) {
+	forEachPath(t, testAllFiniteFindsEveryPosition)
+}
+
+func testAllFiniteFindsEveryPosition(t *testing.T) {
 	for _, n := range []int{1, 15, 16, 17, 31, 32, 33, 100} {
 		for i := range n {
 			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
@@ -117,6 +125,10 @@ func TestAllFiniteFindsEveryPosition(t *testing.T) {
 }
 
 func TestReLUSemantics(t *testing.T) {
+	forEachPath(t, testReLUSemantics)
+}
+
+func testReLUSemantics(t *testing.T) {
 	nan := float32(math.NaN())
 	negz := float32(math.Copysign(0, -1))
 	in := []float32{-1, 2, nan, negz, 0, -1e-40, 1e-40, float32(math.Inf(-1)), float32(math.Inf(1)), -3, 4, -5, 6, -7, 8, -9, 10, -11}
@@ -165,6 +177,10 @@ func TestReductionsWithinBoundsOnEveryPath(t *testing.T) {
 }
 
 func TestModularKernelsMatchGeneric(t *testing.T) {
+	forEachPath(t, testModularKernelsMatchGeneric)
+}
+
+func testModularKernelsMatchGeneric(t *testing.T) {
 	rng := rand.New(rand.NewPCG(45, 46))
 	for _, n := range equivLengths() {
 		o := rng.IntN(4)

@@ -2,18 +2,25 @@
 
 package simd
 
-import "simd/archsimd"
+import (
+	"simd/archsimd"
+	"unsafe"
+)
 
 // AVX-512 SGEMM for the small-M shapes of minibatch training. Go's
 // register allocator uses Z0–Z14 only, so the micro-kernels keep at most
 // eight accumulators live next to their operands (a 16-accumulator kernel
 // spills and runs 3× slower).
 //
-// NN and TN (op(B) rows contiguous): C tiles of 5 (or 4) rows × 32
-// columns, ten (eight) Float32x16 accumulators, per k step two loads of
-// op(B) and five (four) broadcasts of op(A) (outer-product form); 5-row
-// tiles unless m is a multiple of 4 but not of 5. A 5×2 NT tile measured
-// slower than 4×2 (it spills). NT (op(B) = Bᵀ, rows of A and
+// NN and TN (op(B) rows contiguous): C tiles of 4 rows × 32 columns, eight
+// Float32x16 accumulators, per k step two loads of op(B) and four
+// broadcasts of op(A) (outer-product form). 5-row tiles (ten accumulators)
+// and a 5×2 NT tile were measured too and were slower once the loops
+// address memory through byte offsets (they spill). The hot loops use
+// unsafe.Add on offsets from a slice's first element, after the slices
+// were cut to exactly the elements read: advancing several slices per
+// iteration kept too many slice words live and spilled (perf annotate
+// showed more scalar work than FMAs). NT (op(B) = Bᵀ, rows of A and
 // B both contiguous in k): C tiles of 4 rows × 2 columns as eight dot
 // products along k, reduced horizontally at the end of the tile.
 //
@@ -59,26 +66,6 @@ func gemmXN(transA bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 		// last element so that the kernels can advance it row by row.
 		bp := b[j : (k-1)*ldb+j+w]
 		i := 0
-		if m%4 != 0 || m%5 == 0 {
-			for ; i+5 <= m; i += 5 {
-				var c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16
-				if transA {
-					c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = kernTN5x32(a[i:(k-1)*lda+i+5], lda, bp, ldb, w)
-				} else {
-					c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 = kernNN5x32(a[i*lda:], lda, k, bp, ldb, w)
-				}
-				r := c[i*ldc+j:]
-				storePair(r[:w], c0, c1, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c2, c3, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c4, c5, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c6, c7, va, vb, beta)
-				r = r[ldc:]
-				storePair(r[:w], c8, c9, va, vb, beta)
-			}
-		}
 		for ; i+4 <= m; i += 4 {
 			var c0, c1, c2, c3, c4, c5, c6, c7 archsimd.Float32x16
 			if transA {
@@ -137,25 +124,28 @@ func kernNN4x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, 
 	a2 := a[2*lda : 2*lda+k]
 	a3 := a[3*lda : 3*lda+k]
 	if w == 32 {
-		for p := range a0 {
-			b0 := archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 := archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-			x := archsimd.BroadcastFloat32x16(a0[p])
+		// As in kernTN4x32: byte offsets instead of advancing slices
+		// (a_r hold exactly k elements, bp ends at its last element).
+		pa0, pa1, pa2, pa3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
+		pb := unsafe.Pointer(&bp[0])
+		offA, offB := uintptr(0), uintptr(0)
+		for range k {
+			b0 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB)))
+			b1 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB+64)))
+			x := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa0, offA)))
 			c0 = x.MulAdd(b0, c0)
 			c1 = x.MulAdd(b1, c1)
-			x = archsimd.BroadcastFloat32x16(a1[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa1, offA)))
 			c2 = x.MulAdd(b0, c2)
 			c3 = x.MulAdd(b1, c3)
-			x = archsimd.BroadcastFloat32x16(a2[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa2, offA)))
 			c4 = x.MulAdd(b0, c4)
 			c5 = x.MulAdd(b1, c5)
-			x = archsimd.BroadcastFloat32x16(a3[p])
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa3, offA)))
 			c6 = x.MulAdd(b0, c6)
 			c7 = x.MulAdd(b1, c7)
-			if len(bp) < ldb+32 {
-				break
-			}
-			bp = bp[ldb:]
+			offA += 4
+			offB += uintptr(ldb) * 4
 		}
 		return
 	}
@@ -181,83 +171,37 @@ func kernNN4x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, 
 	return
 }
 
-// kernNN5x32 is kernNN4x32 for five rows: ten accumulators, which with
-// the two B vectors and the broadcast fill 13 of the 15 vector registers
-// Go allocates; eight chains are too few to keep both FMA pipes of a
-// Zen 5 core busy through the four-cycle FMA latency.
-func kernNN5x32(a []float32, lda, k int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16) {
-	a0 := a[:k]
-	a1 := a[lda : lda+k]
-	a2 := a[2*lda : 2*lda+k]
-	a3 := a[3*lda : 3*lda+k]
-	a4 := a[4*lda : 4*lda+k]
-	for p := range a0 {
-		var b0, b1 archsimd.Float32x16
-		if w == 32 {
-			b0 = archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 = archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-		} else {
-			b0, b1 = loadRow32(bp, w)
-		}
-		x := archsimd.BroadcastFloat32x16(a0[p])
-		c0 = x.MulAdd(b0, c0)
-		c1 = x.MulAdd(b1, c1)
-		x = archsimd.BroadcastFloat32x16(a1[p])
-		c2 = x.MulAdd(b0, c2)
-		c3 = x.MulAdd(b1, c3)
-		x = archsimd.BroadcastFloat32x16(a2[p])
-		c4 = x.MulAdd(b0, c4)
-		c5 = x.MulAdd(b1, c5)
-		x = archsimd.BroadcastFloat32x16(a3[p])
-		c6 = x.MulAdd(b0, c6)
-		c7 = x.MulAdd(b1, c7)
-		x = archsimd.BroadcastFloat32x16(a4[p])
-		c8 = x.MulAdd(b0, c8)
-		c9 = x.MulAdd(b1, c9)
-		if len(bp) < ldb+w {
-			break
-		}
-		bp = bp[ldb:]
-	}
-	return
-}
-
-// kernTN5x32 is kernNN5x32 for A stored k×m: ap starts at A[0, i] and ends
-// at A[k−1, i+4].
-func kernTN5x32(ap []float32, lda int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9 archsimd.Float32x16) {
-	for {
-		var b0, b1 archsimd.Float32x16
-		if w == 32 {
-			b0 = archsimd.LoadFloat32x16((*[16]float32)(bp[0:16]))
-			b1 = archsimd.LoadFloat32x16((*[16]float32)(bp[16:32]))
-		} else {
-			b0, b1 = loadRow32(bp, w)
-		}
-		x := archsimd.BroadcastFloat32x16(ap[0])
-		c0 = x.MulAdd(b0, c0)
-		c1 = x.MulAdd(b1, c1)
-		x = archsimd.BroadcastFloat32x16(ap[1])
-		c2 = x.MulAdd(b0, c2)
-		c3 = x.MulAdd(b1, c3)
-		x = archsimd.BroadcastFloat32x16(ap[2])
-		c4 = x.MulAdd(b0, c4)
-		c5 = x.MulAdd(b1, c5)
-		x = archsimd.BroadcastFloat32x16(ap[3])
-		c6 = x.MulAdd(b0, c6)
-		c7 = x.MulAdd(b1, c7)
-		x = archsimd.BroadcastFloat32x16(ap[4])
-		c8 = x.MulAdd(b0, c8)
-		c9 = x.MulAdd(b1, c9)
-		if len(ap) < lda+5 {
-			return
-		}
-		ap, bp = ap[lda:], bp[ldb:]
-	}
-}
-
 // kernTN4x32 is kernNN4x32 for A stored k×m: ap starts at A[0, i] and ends
 // at A[k−1, i+3].
 func kernTN4x32(ap []float32, lda int, bp []float32, ldb, w int) (c0, c1, c2, c3, c4, c5, c6, c7 archsimd.Float32x16) {
+	if w == 32 {
+		// Full panels: one byte offset per operand (unsafe.Add; ap and
+		// bp end exactly at the last element read, so every access is
+		// in bounds) instead of advancing slices, which cost bounds
+		// checks and spills in the loop.
+		k := (len(ap)-4)/lda + 1
+		pa, pb := unsafe.Pointer(&ap[0]), unsafe.Pointer(&bp[0])
+		offA, offB := uintptr(0), uintptr(0)
+		for range k {
+			b0 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB)))
+			b1 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(pb, offB+64)))
+			x := archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+0)))
+			c0 = x.MulAdd(b0, c0)
+			c1 = x.MulAdd(b1, c1)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+4)))
+			c2 = x.MulAdd(b0, c2)
+			c3 = x.MulAdd(b1, c3)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+8)))
+			c4 = x.MulAdd(b0, c4)
+			c5 = x.MulAdd(b1, c5)
+			x = archsimd.BroadcastFloat32x16(*(*float32)(unsafe.Add(pa, offA+12)))
+			c6 = x.MulAdd(b0, c6)
+			c7 = x.MulAdd(b1, c7)
+			offA += uintptr(lda) * 4
+			offB += uintptr(ldb) * 4
+		}
+		return
+	}
 	for {
 		b0, b1 := loadRow32(bp, w)
 		x := archsimd.BroadcastFloat32x16(ap[0])
@@ -293,23 +237,27 @@ func kern1x32(a []float32, stride, k int, bp []float32, ldb, w int) (c0, c1 arch
 // gemmNT handles op(A) = A (m×k) and op(B) = Bᵀ (B stored n×k): element
 // (i, j) is the dot product of row i of A and row j of B.
 func gemmNT(m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	i := 0
-	for ; i+4 <= m; i += 4 {
-		a0 := a[i*lda : i*lda+k]
-		a1 := a[(i+1)*lda : (i+1)*lda+k]
-		a2 := a[(i+2)*lda : (i+2)*lda+k]
-		a3 := a[(i+3)*lda : (i+3)*lda+k]
-		j := 0
-		for ; j+2 <= n; j += 2 {
-			s0, s1 := dot4x2(a0, a1, a2, a3, b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k])
+	// Pairs of B rows outer: they stay in L1 while the 4-row blocks of A
+	// (the minibatch side, small enough for L2) stream past, so B (the
+	// weights, which the SGD step between passes evicts from L2) is read
+	// from memory once rather than once per 4-row block.
+	m4 := m - m%4
+	j := 0
+	for ; j+2 <= n; j += 2 {
+		b0, b1 := b[j*ldb:j*ldb+k], b[(j+1)*ldb:(j+1)*ldb+k]
+		for i := 0; i < m4; i += 4 {
+			s0, s1 := dot4x2(a[i*lda:i*lda+k], a[(i+1)*lda:(i+1)*lda+k], a[(i+2)*lda:(i+2)*lda+k], a[(i+3)*lda:(i+3)*lda+k], b0, b1)
 			putNT(c[i*ldc+j:], ldc, 4, 2, s0, s1, alpha, beta)
 		}
-		if j < n {
-			bj := b[j*ldb : j*ldb+k]
-			s0, _ := dot4x2(a0, a1, a2, a3, bj, bj)
+	}
+	if j < n {
+		bj := b[j*ldb : j*ldb+k]
+		for i := 0; i < m4; i += 4 {
+			s0, _ := dot4x2(a[i*lda:i*lda+k], a[(i+1)*lda:(i+1)*lda+k], a[(i+2)*lda:(i+2)*lda+k], a[(i+3)*lda:(i+3)*lda+k], bj, bj)
 			putNT(c[i*ldc+j:], ldc, 4, 1, s0, s0, alpha, beta)
 		}
 	}
+	i := m4
 	for ; i < m; i++ {
 		ai := a[i*lda : i*lda+k]
 		j := 0
@@ -357,27 +305,36 @@ func putNT(c []float32, ldc, rows, cols int, s0, s1 archsimd.Float32x4, alpha, b
 }
 
 // dot4x2 returns the dot products of a0…a3 with b0 (lanes 0–3 of s0) and
-// with b1 (s1). All six slices have the same length k.
+// with b1 (s1). All six slices have the same length k. The main loop
+// addresses the six rows through one byte offset from their first
+// elements (unsafe.Add, in bounds: off+64 ≤ 4·⌊k/16⌋·16 ≤ 4·len): six
+// advancing slices kept 18 slice words live, which spilled to the stack
+// and cost more instructions than the eight FMAs (perf annotate).
 func dot4x2(a0, a1, a2, a3, b0, b1 []float32) (s0, s1 archsimd.Float32x4) {
 	var c00, c10, c20, c30, c01, c11, c21, c31 archsimd.Float32x16
 	k := len(a0)
 	a1, a2, a3, b0, b1 = a1[:k], a2[:k], a3[:k], b0[:k], b1[:k]
-	for len(a0) >= 16 && len(a1) >= 16 && len(a2) >= 16 && len(a3) >= 16 && len(b0) >= 16 && len(b1) >= 16 {
-		y0 := archsimd.LoadFloat32x16((*[16]float32)(b0[:16]))
-		y1 := archsimd.LoadFloat32x16((*[16]float32)(b1[:16]))
-		x := archsimd.LoadFloat32x16((*[16]float32)(a0[:16]))
-		c00 = x.MulAdd(y0, c00)
-		c01 = x.MulAdd(y1, c01)
-		x = archsimd.LoadFloat32x16((*[16]float32)(a1[:16]))
-		c10 = x.MulAdd(y0, c10)
-		c11 = x.MulAdd(y1, c11)
-		x = archsimd.LoadFloat32x16((*[16]float32)(a2[:16]))
-		c20 = x.MulAdd(y0, c20)
-		c21 = x.MulAdd(y1, c21)
-		x = archsimd.LoadFloat32x16((*[16]float32)(a3[:16]))
-		c30 = x.MulAdd(y0, c30)
-		c31 = x.MulAdd(y1, c31)
-		a0, a1, a2, a3, b0, b1 = a0[16:], a1[16:], a2[16:], a3[16:], b0[16:], b1[16:]
+	if n := uintptr(k/16) * 64; n > 0 {
+		p0, p1, p2, p3 := unsafe.Pointer(&a0[0]), unsafe.Pointer(&a1[0]), unsafe.Pointer(&a2[0]), unsafe.Pointer(&a3[0])
+		q0, q1 := unsafe.Pointer(&b0[0]), unsafe.Pointer(&b1[0])
+		for off := uintptr(0); off < n; off += 64 {
+			y0 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(q0, off)))
+			y1 := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(q1, off)))
+			x := archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p0, off)))
+			c00 = x.MulAdd(y0, c00)
+			c01 = x.MulAdd(y1, c01)
+			x = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p1, off)))
+			c10 = x.MulAdd(y0, c10)
+			c11 = x.MulAdd(y1, c11)
+			x = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p2, off)))
+			c20 = x.MulAdd(y0, c20)
+			c21 = x.MulAdd(y1, c21)
+			x = archsimd.LoadFloat32x16((*[16]float32)(unsafe.Add(p3, off)))
+			c30 = x.MulAdd(y0, c30)
+			c31 = x.MulAdd(y1, c31)
+		}
+		t := k / 16 * 16
+		a0, a1, a2, a3, b0, b1 = a0[t:], a1[t:], a2[t:], a3[t:], b0[t:], b1[t:]
 	}
 	if len(a0) > 0 {
 		y0 := archsimd.LoadFloat32x16SlicePart(b0)

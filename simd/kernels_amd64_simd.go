@@ -5,17 +5,26 @@ package simd
 import "simd/archsimd"
 
 // Dispatch for GOEXPERIMENT=simd on amd64: the AVX-512 kernels of
-// vec_amd64_simd.go and gemm_amd64_simd.go where the CPU has AVX-512,
-// otherwise the generic loops and gonum (as in kernels_generic.go).
+// vec_amd64_simd.go and gemm_amd64_simd.go where the CPU has AVX-512, the
+// AVX2 kernels of vec_avx2_amd64_simd.go (level 1 only) where it has AVX2
+// and FMA, otherwise the generic loops and gonum (as in
+// kernels_generic.go).
 
 // hasAVX512 selects the AVX-512 kernels (AVX-512F and the VL/BW/DQ
 // extensions archsimd's 512-bit operations use); tests switch it off to
 // exercise the fallbacks on an AVX-512 machine.
 var hasAVX512 = archsimd.X86.AVX512()
 
+// hasAVX2 selects the 256-bit kernels of vec_avx2_amd64_simd.go where
+// AVX-512 is missing (Gemm then uses gonum).
+var hasAVX2 = archsimd.X86.AVX2() && archsimd.X86.FMA()
+
 func axpy(dst []float32, alpha float32, x []float32) {
 	if hasAVX512 {
 		axpyAVX512(dst, alpha, x)
+		return
+	} else if hasAVX2 {
+		axpyAVX2(dst, alpha, x)
 		return
 	}
 	axpyGeneric(dst, alpha, x)
@@ -24,6 +33,8 @@ func axpy(dst []float32, alpha float32, x []float32) {
 func dot(x, y []float32) float32 {
 	if hasAVX512 {
 		return dotAVX512(x, y)
+	} else if hasAVX2 {
+		return dotAVX2(x, y)
 	}
 	return dotGeneric(x, y)
 }
@@ -31,6 +42,8 @@ func dot(x, y []float32) float32 {
 func sumSquares(x []float32) float64 {
 	if hasAVX512 {
 		return sumSquaresAVX512(x)
+	} else if hasAVX2 {
+		return sumSquaresAVX2(x)
 	}
 	return sumSquaresGeneric(x)
 }
@@ -38,6 +51,9 @@ func sumSquares(x []float32) float64 {
 func scale(dst []float32, alpha float32) {
 	if hasAVX512 {
 		scaleAVX512(dst, alpha)
+		return
+	} else if hasAVX2 {
+		scaleAVX2(dst, alpha)
 		return
 	}
 	scaleGeneric(dst, alpha)
@@ -47,6 +63,9 @@ func add(dst, x []float32) {
 	if hasAVX512 {
 		addAVX512(dst, x)
 		return
+	} else if hasAVX2 {
+		addAVX2(dst, x)
+		return
 	}
 	addGeneric(dst, x)
 }
@@ -55,6 +74,9 @@ func sub(dst, x, y []float32) {
 	if hasAVX512 {
 		subAVX512(dst, x, y)
 		return
+	} else if hasAVX2 {
+		subAVX2(dst, x, y)
+		return
 	}
 	subGeneric(dst, x, y)
 }
@@ -62,6 +84,8 @@ func sub(dst, x, y []float32) {
 func allFinite(x []float32) bool {
 	if hasAVX512 {
 		return allFiniteAVX512(x)
+	} else if hasAVX2 {
+		return allFiniteAVX2(x)
 	}
 	return allFiniteGeneric(x)
 }
@@ -69,6 +93,9 @@ func allFinite(x []float32) bool {
 func relu(v []float32) {
 	if hasAVX512 {
 		reluAVX512(v)
+		return
+	} else if hasAVX2 {
+		reluAVX2(v)
 		return
 	}
 	reluGeneric(v)
@@ -78,6 +105,9 @@ func reluMask(d, a []float32) {
 	if hasAVX512 {
 		reluMaskAVX512(d, a)
 		return
+	} else if hasAVX2 {
+		reluMaskAVX2(d, a)
+		return
 	}
 	reluMaskGeneric(d, a)
 }
@@ -85,6 +115,9 @@ func reluMask(d, a []float32) {
 func addUint32(dst, x []uint32) {
 	if hasAVX512 {
 		addUint32AVX512(dst, x)
+		return
+	} else if hasAVX2 {
+		addUint32AVX2(dst, x)
 		return
 	}
 	addUint32Generic(dst, x)
@@ -94,6 +127,9 @@ func subUint32(dst, x []uint32) {
 	if hasAVX512 {
 		subUint32AVX512(dst, x)
 		return
+	} else if hasAVX2 {
+		subUint32AVX2(dst, x)
+		return
 	}
 	subUint32Generic(dst, x)
 }
@@ -102,6 +138,9 @@ func addUint64(dst, x []uint64) {
 	if hasAVX512 {
 		addUint64AVX512(dst, x)
 		return
+	} else if hasAVX2 {
+		addUint64AVX2(dst, x)
+		return
 	}
 	addUint64Generic(dst, x)
 }
@@ -109,6 +148,9 @@ func addUint64(dst, x []uint64) {
 func subUint64(dst, x []uint64) {
 	if hasAVX512 {
 		subUint64AVX512(dst, x)
+		return
+	} else if hasAVX2 {
+		subUint64AVX2(dst, x)
 		return
 	}
 	subUint64Generic(dst, x)

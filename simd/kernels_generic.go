@@ -24,7 +24,7 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// hasAVX512 is false here; the simd build sets it from the CPU. Tests use
+// hasAVX512 and hasAVX2 are false here; the simd build sets it from the CPU. Tests use
 // forEachPath to run with the fast kernels (where there are any) and
 // without.
-var hasAVX512 = false
+var hasAVX512, hasAVX2 = false, false

@@ -2,15 +2,20 @@ package simd
 
 import "testing"
 
-// forEachPath runs f with the CPU's fastest kernels and, if those are the
-// AVX-512 ones, again with them switched off, so that the simd build
-// tests its fallbacks too on an AVX-512 machine.
+// forEachPath runs f with the CPU's fastest kernels and then again with
+// each faster instruction set switched off in turn (AVX-512, then AVX2), so
+// that the simd build tests its AVX2 kernels and its generic fallbacks too
+// on an AVX-512 machine.
 func forEachPath(t *testing.T, f func(t *testing.T)) {
 	t.Run("fast", f)
-	if !hasAVX512 {
-		return
+	a512, a2 := hasAVX512, hasAVX2
+	defer func() { hasAVX512, hasAVX2 = a512, a2 }()
+	if hasAVX512 && hasAVX2 {
+		hasAVX512 = false
+		t.Run("AVX2", f)
 	}
-	hasAVX512 = false
-	defer func() { hasAVX512 = true }()
-	t.Run("noAVX512", f)
+	if hasAVX512 || hasAVX2 {
+		hasAVX512, hasAVX2 = false, false
+		t.Run("generic", f)
+	}
 }
