@@ -76,7 +76,8 @@ func NewClippedSum(dim int, clip float64) *ClippedSum {
 	return &ClippedSum{clip: clip, sum: make([]float32, dim)}
 }
 
-// Add clips delta in place to L2 norm at most C and adds it to the sum. It
+// Add clips delta to L2 norm at most C and adds it to the sum (delta
+// itself may be left clipped or not). It
 // returns the delta's norm before clipping. A delta of the wrong length or
 // with a non-finite entry is rejected with an error and leaves the sum
 // unchanged.
@@ -87,8 +88,9 @@ func (s *ClippedSum) Add(delta []float32) (norm float64, err error) {
 	if !simd.AllFinite(delta) {
 		return 0, ErrNonFinite
 	}
-	norm = simd.ClipToNorm(delta, s.clip)
-	simd.Add(s.sum, delta)
+	// Fused: one pass fewer than ClipToNorm then Add, bit for bit the
+	// same sum (simd.ClipAdd).
+	norm = simd.ClipAdd(s.sum, delta, s.clip)
 	s.count++
 	s.normSum += norm
 	if norm > s.clip {
