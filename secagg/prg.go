@@ -4,7 +4,6 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"encoding/binary"
-	"github.com/dpfl/dpfl/simd"
 	"unsafe"
 )
 
@@ -49,9 +48,9 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 		if littleEndian {
 			w := unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), n)
 			if sub {
-				simd.SubUint32(d, w)
+				subWords(d, w)
 			} else {
-				simd.AddUint32(d, w)
+				addWords(d, w)
 			}
 		} else {
 			for i := range d {

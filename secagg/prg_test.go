@@ -5,6 +5,8 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
+	mrand "math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -54,6 +56,46 @@ func BenchmarkMaskExpansion(b *testing.B) {
 				addMask(dst, &key, false, &buf)
 			}
 		})
+	}
+}
+
+// TestWordsKernels checks addWords and subWords (assembly on amd64)
+// against plain per-element arithmetic for every length up to 40 and a
+// long one, with offsets that misalign the slices.
+func TestWordsKernels(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(19, 20))
+	for _, n := range append(seq(41), 1003) {
+		for off := range 3 {
+			a := make([]uint32, n+off)
+			b := make([]uint32, n+off+2)
+			for i := range a {
+				a[i] = rng.Uint32()
+			}
+			for i := range b {
+				b[i] = rng.Uint32()
+			}
+			sum := slices.Clone(a[off:])
+			addWords(sum, b[off:])
+			diff := slices.Clone(a[off:])
+			subWords(diff, b[off:])
+			gs, gd := slices.Clone(a[off:]), slices.Clone(a[off:])
+			addWordsGeneric(gs, b[off:])
+			subWordsGeneric(gd, b[off:])
+			for i := range n {
+				x, y := a[off+i], b[off+i]
+				if sum[i] != x+y || diff[i] != x-y || gs[i] != x+y || gd[i] != x-y {
+					t.Fatalf("n=%d off=%d: word %d wrong", n, off, i)
+				}
+			}
+			if n > 0 {
+				// The word after dst is untouched: the kernel honours len(dst).
+				c := slices.Clone(a[:off+n])
+				addWords(c[off:off+n-1], b[off:])
+				if c[off+n-1] != a[off+n-1] {
+					t.Fatalf("n=%d: addWords wrote past len(dst)", n)
+				}
+			}
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package secagg
 import (
 	"errors"
 	"fmt"
-	"github.com/dpfl/dpfl/simd"
 	"runtime"
 	"slices"
 	"sync"
@@ -323,7 +322,7 @@ func (s *Server) MaskedInput(m MaskedInputMsg) error {
 	case len(m.Masked) != s.cfg.Dim:
 		return peerErr(m.From, "masked input has %d elements, want %d", len(m.Masked), s.cfg.Dim)
 	}
-	simd.AddUint32(s.sum, m.Masked)
+	addWords(s.sum, m.Masked)
 	s.inU3[i] = true
 	return nil
 }
@@ -572,7 +571,7 @@ func (s *Server) finish() (Result, error) {
 	res.Sum = slices.Clone(s.sum)
 	for _, m := range masks {
 		if m != nil { // a goroutine that got no task
-			simd.AddUint32(res.Sum, m)
+			addWords(res.Sum, m)
 		}
 	}
 	return res, nil
