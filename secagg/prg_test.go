@@ -5,6 +5,7 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
+	"github.com/dpfl/dpfl/simd"
 	mrand "math/rand/v2"
 	"slices"
 	"testing"
@@ -79,8 +80,8 @@ func TestWordsKernels(t *testing.T) {
 			diff := slices.Clone(a[off:])
 			subWords(diff, b[off:])
 			gs, gd := slices.Clone(a[off:]), slices.Clone(a[off:])
-			addWordsGeneric(gs, b[off:])
-			subWordsGeneric(gd, b[off:])
+			simd.AddUint32(gs, b[off:off+n])
+			simd.SubUint32(gd, b[off:off+n])
 			for i := range n {
 				x, y := a[off+i], b[off+i]
 				if sum[i] != x+y || diff[i] != x-y || gs[i] != x+y || gd[i] != x-y {
