@@ -1,6 +1,7 @@
 package fl
 
 import (
+	"github.com/dpfl/dpfl/dp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -87,5 +88,63 @@ func TestTargetAndDeadline(t *testing.T) {
 	}
 	if sorted[0] == sorted[7] {
 		t.Fatal("identical devices: the test cannot tell fast from slow")
+	}
+}
+
+// Dropping users out of a round only removes their clipped updates: with
+// the same seeds, a user's update does not depend on who else reports, so
+// the clipped sum without the dropouts differs from the full one by
+// exactly the dropped users' clipped updates, each of norm ≤ C — the
+// sensitivity the accountant assumes is never exceeded.
+func TestDropoutsOnlyRemoveClippedUpdates(t *testing.T) {
+	ds := blobs(400, 11)
+	fed := population(t, ds, 20)
+	m, _ := model.New("logreg", 784, 10)
+	const clip = 0.05
+	sum := func(cohort []int) []float64 {
+		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
+			Aggregate: &GaussianAggregator{Params: dp.Params{ClipNorm: clip}, Rand: rand.New(rand.NewPCG(1, 1))}, Workers: 1, Seed: 4}
+		params := make([]float32, m.NumParams())
+		if _, err := alg.Round(t.Context(), 1, params, fed, cohort, 1); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]float64, len(params))
+		for i, v := range params {
+			out[i] = float64(v) // x_1 = x_0 + Σ clipped Δ_i / 1, x_0 = 0
+		}
+		return out
+	}
+	cohort := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	p := Participation{DropoutRate: 0.4, Seed: 9}
+	kept, _, dropped := p.Filter(cohort, 1)
+	if dropped == 0 || len(kept) == len(cohort) {
+		t.Fatal("no dropout drawn: the test needs some")
+	}
+	full, part := sum(cohort), sum(kept)
+	removed := make([]float64, len(full))
+	for i := range full {
+		removed[i] = full[i] - part[i]
+	}
+	var n2 float64
+	for _, v := range removed {
+		n2 += v * v
+	}
+	if n := math.Sqrt(n2); n > float64(dropped)*clip*(1+1e-4) || n == 0 {
+		t.Fatalf("dropouts changed the sum by %v, more than %d × C = %v (or not at all)", n, dropped, float64(dropped)*clip)
+	}
+	// One dropped user at a time: the change is that user's clipped update.
+	for _, u := range cohort {
+		if slices.Contains(kept, u) {
+			continue
+		}
+		without := sum(slices.DeleteFunc(slices.Clone(cohort), func(v int) bool { return v == u }))
+		var d2 float64
+		for i := range full {
+			d := full[i] - without[i]
+			d2 += d * d
+		}
+		if d := math.Sqrt(d2); d > clip*(1+1e-4) || d < clip/100 {
+			t.Fatalf("user %d's contribution has norm %v; clip C = %v", u, d, clip)
+		}
 	}
 }

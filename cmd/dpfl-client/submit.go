@@ -211,6 +211,9 @@ func progressLine(st job.Status) string {
 	if l := st.Latest; l != nil && l.Epsilon != nil {
 		s += fmt.Sprintf(" ε=%.3f", *l.Epsilon)
 	}
+	if l := st.Latest; l != nil && l.Cohort > 0 {
+		s += fmt.Sprintf(" users %d→%d", l.Cohort, l.Reported)
+	}
 	if l := st.Latest; l != nil && l.EstimatedTotalSeconds > 0 {
 		s += " on devices ≈ " + (time.Duration(l.EstimatedTotalSeconds) * time.Second).String()
 	}

@@ -99,9 +99,15 @@ func (m *Manager) dataNotes(spec Spec) []string {
 		return nil
 	}
 	pop, err := data.NewOnDemand(ds.train, spec.Population.onDemand(spec.Seed))
-	if err != nil || !pop.RepeatsExamples() {
+	if err != nil {
 		return nil
 	}
-	return []string{fmt.Sprintf("the %d users hold about %.0f examples each drawn from %d training examples, so examples repeat across users: "+
-		"user-level DP protects each user, and an example held by k users only at group level k", pop.NumClients(), pop.ExpectedSize(), ds.train.Len())}
+	held := float64(pop.NumClients()) * pop.ExpectedSize() / float64(ds.train.Len())
+	if pop.RepeatsExamples() {
+		return []string{fmt.Sprintf("the %d users hold about %.0f examples each drawn from %d training examples, so examples repeat across users "+
+			"(each is held by about %.1f users): user-level DP protects each user, and an example held by k users only at group level k",
+			pop.NumClients(), pop.ExpectedSize(), ds.train.Len(), held)}
+	}
+	return []string{fmt.Sprintf("users of an on-demand population draw their examples independently, so an example may be held by more than one user "+
+		"(about %.2f users per example on average) and is then protected only at group level; population.on_demand false gives every example to one user", held)}
 }
