@@ -74,8 +74,8 @@ func ReleaseSecureSum(dst []float32, scratch []float64, sum []uint32, enc secagg
 // unmasked sum. Under DP the server adds N(0, (z·C)²) to the decoded sum
 // and divides by the expected cohort size; without DP it divides by the
 // number of survivors (uniform weighting: the protocol reveals no
-// per-client example counts). DP noise stays central (issue: distributed
-// noise is future work).
+// per-client example counts). DP noise stays central: the server adds it
+// to the unmasked sum (distributed noise is not implemented).
 type SecureAggregator struct {
 	// Params holds C and z (z = 0 without DP).
 	Params dp.Params

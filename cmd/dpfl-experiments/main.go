@@ -137,7 +137,6 @@ type curve struct {
 	label  string
 	rounds []int
 	acc    []float64
-	loss   []float64
 	// trainLoss is the loss on the pooled training examples (when asked).
 	trainLoss []float64
 	seconds   float64
@@ -181,7 +180,7 @@ func train(s setup) (curve, error) {
 		}
 		if r%s.evalEvery == 0 || r == s.rounds {
 			met := eval.Dataset(params, s.test)
-			c.rounds, c.acc, c.loss = append(c.rounds, r), append(c.acc, met.Accuracy), append(c.loss, met.Loss)
+			c.rounds, c.acc = append(c.rounds, r), append(c.acc, met.Accuracy)
 			if s.trainLoss {
 				c.trainLoss = append(c.trainLoss, eval.Dataset(params, s.fed.Base()).Loss)
 			}

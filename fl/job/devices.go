@@ -92,9 +92,7 @@ type deviceRound struct {
 	attempt  int
 	stage    string
 	deadline time.Time
-	session  []byte
 	srv      *secagg.Server
-	enc      secagg.Encoding
 	info     JoinInfo // the per-round part of every JoinInfo
 	max      int
 	tokens   map[string]secagg.ClientID
@@ -327,7 +325,7 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 		return fl.RoundStats{}, err
 	}
 	dr := &deviceRound{
-		wake: make(chan struct{}, 1), round: r, attempt: attempt, session: session, srv: srv, enc: enc,
+		wake: make(chan struct{}, 1), round: r, attempt: attempt, srv: srv,
 		max: spec.Sampling.CohortSize, tokens: map[string]secagg.ClientID{}, answered: map[string]int{},
 		info: JoinInfo{
 			JobID: d.jobID, Round: r, Attempt: attempt, Session: session, Encoding: enc, ClipNorm: spec.DP.ClipNorm,
