@@ -536,3 +536,22 @@ func (s Spec) Validate(trainSize int) error {
 	}
 	return nil
 }
+
+// Adjacency names the neighbouring relation of the job's (ε, δ): two
+// populations are neighbours if one has one more user ("add_remove", the
+// relation of Poisson sampling; McMahan et al. 2018, §2) or if they differ
+// in one user's data ("replace_one", the relation of a fixed-size cohort,
+// Wang, Balle, Kasiviswanathan 2019, and of devices jobs). Guarantees
+// under different relations do not compose into one ε.
+func (s Spec) Adjacency() string {
+	if s.Population.Source == "devices" || s.Sampling.Scheme == "fixed" {
+		return AdjacencyReplaceOne
+	}
+	return AdjacencyAddRemove
+}
+
+// The two neighbouring relations a job's ε can be stated under.
+const (
+	AdjacencyAddRemove  = "add_remove"
+	AdjacencyReplaceOne = "replace_one"
+)
