@@ -279,9 +279,12 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 				if f.Scaffold != nil {
 					f.Scaffold.correction(w.corr, id)
 				}
-				began := time.Now()
 				loss := w.trainer.train(w.delta, params, fed.Base(), c.Train, epochs, lr, w.rng)
-				simSeconds := time.Since(began).Seconds()
+				// Modelled, never measured: a measured time would depend on
+				// the other clients' work through CPU contention, and the
+				// deadline and the Target must decide each report from its
+				// own data alone.
+				simSeconds := SimulatedSeconds(len(w.delta), len(c.Train), epochs)
 				steps := w.trainer.steps
 				if f.Scaffold != nil && steps > 0 {
 					f.Scaffold.clientDone(id, w.delta, steps, lr)

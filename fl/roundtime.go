@@ -13,7 +13,9 @@ import (
 //	T_round = max_{i reporting} ( S_down/B_down,i + S_up/B_up,i + R_comp,i·T_sim,i + C_comp ) + T_server,
 //
 // where S_down and S_up are the bytes a client downloads and uploads,
-// T_sim,i is client i's local training time measured in the simulation,
+// T_sim,i is client i's local training time in the simulation, modelled
+// from its own work (SimulatedSeconds) rather than measured, so that no
+// client's time depends on another's data through CPU contention,
 // R_comp the ratio of device to simulation compute time, C_comp a fixed
 // per-round device overhead and T_server the server's aggregation time.
 // With identical devices (both sigmas 0) this is the Field Guide's
@@ -62,7 +64,22 @@ func (m RoundTimeModel) Validate() error {
 	return nil
 }
 
-// DeviceTime is one reporting client's part of a round: its measured
+// ReferenceFLOPS is the simulation compute rate, in floating-point
+// operations per second, that SimulatedSeconds assumes: about one core of
+// the simulation server on the MLP (12.5k examples/s × 1.2 MFLOP).
+const ReferenceFLOPS = 15e9
+
+// SimulatedSeconds models T_sim,i for a client that trains a model of d
+// parameters for epochs passes over its examples: 6·d floating-point
+// operations per example and pass (forward and backward, 2 + 4 per
+// parameter) at ReferenceFLOPS. It depends only on the client's own
+// example count and its (seeded) epochs, never on a clock. For the CNN,
+// whose convolutions reuse their weights, it underestimates the work.
+func SimulatedSeconds(d, examples, epochs int) float64 {
+	return 6 * float64(d) * float64(examples) * float64(epochs) / ReferenceFLOPS
+}
+
+// DeviceTime is one reporting client's part of a round: its modelled
 // simulation time and its device factors.
 type DeviceTime struct {
 	// SimSeconds is T_sim,i.
@@ -72,7 +89,7 @@ type DeviceTime struct {
 }
 
 // Device draws a client's factors (simulation randomness) for a client
-// whose local training took simSeconds.
+// whose local training is modelled to take simSeconds (SimulatedSeconds).
 func (m RoundTimeModel) Device(simSeconds float64, rng *rand.Rand) DeviceTime {
 	d := DeviceTime{SimSeconds: simSeconds, Bandwidth: 1, Compute: 1}
 	if m.BandwidthSigma > 0 {

@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -55,27 +56,65 @@ func EncodeSecureInput(dst []uint32, delta []float32, clip float64, enc secagg.E
 	return norm, nil
 }
 
-// ReleaseSecureSum is the server's side: it decodes the unmasked sum
-// Σ x̃_i of the survivors' encoded updates and writes dst = (Σ x̃_i +
-// N(0, (z·C)² I)) / denominator (dp.Release; z = 0 adds no noise).
-// scratch must have len(sum); dst too.
+// ReleaseSecureSum is the server's side: it adds noise to the unmasked
+// modular sum Σ x̃_i of the survivors' encoded updates in the ring Z_2^32,
+// then decodes, and writes dst = decode(Σ x̃_i + ⌊Y⌉ mod 2^32) /
+// denominator with Y ~ N(0, (z·C·2^f)² I) in fixed-point units (f =
+// enc.FracBits). z = 0 adds no noise. scratch and dst must have len(sum).
+//
+// Why in the ring: decoding maps the modular sum to signed values, which
+// is not linear. With noise added after decoding, a malicious client that
+// pushes a coordinate near ±2^31 lets an honest client's contribution flip
+// the decoded value by ~2^32·2^−f, an unbounded sensitivity. Here the sum
+// of the encoded updates is an integer vector S in which one honest
+// client moves by at most C·2^f in L2 (EncodeSecureInput), ⌊S + Y⌉ = S +
+// ⌊Y⌉ is a post-processing of the Gaussian mechanism S + Y with noise
+// multiplier z, and so are the reduction mod 2^32 and the decoding,
+// whatever the other clients sent. The ledger's GaussianDpEvent(z) is
+// therefore exact for this release (up to the floating-point caveat of
+// the package dp doc, which the integer rounding does not remove).
 func ReleaseSecureSum(dst []float32, scratch []float64, sum []uint32, enc secagg.Encoding, p dp.Params, denominator float64, rng *rand.Rand) {
-	enc.Decode(scratch, sum)
-	for i, v := range scratch {
-		dst[i] = float32(v)
+	if !(denominator > 0) {
+		panic(fmt.Sprintf("fl: denominator must be > 0, got %v", denominator))
 	}
-	dp.Release(dst, dst, p, denominator, rng)
+	addRingNoise(sum, p.Sigma()*math.Ldexp(1, enc.FracBits), rng)
+	enc.Decode(scratch, sum)
+	inv := 1 / denominator
+	for i, v := range scratch {
+		dst[i] = float32(v * inv)
+	}
+}
+
+// addRingNoise adds round(N(0, σ²)) to every element of sum modulo 2^32
+// (σ in fixed-point units, ≥ 0 and finite). Huge draws are reduced mod
+// 2^32 before the integer conversion, which is the same ring element.
+func addRingNoise(sum []uint32, sigma float64, rng *rand.Rand) {
+	if sigma == 0 {
+		return
+	}
+	if !(sigma > 0) || math.IsInf(sigma, 0) {
+		panic(fmt.Sprintf("fl: ring noise σ must be finite and ≥ 0, got %v", sigma))
+	}
+	const ring = 1 << 32
+	for i := range sum {
+		y := math.Round(rng.NormFloat64() * sigma)
+		if math.Abs(y) >= 1<<62 {
+			y = math.Mod(y, ring)
+		}
+		sum[i] += uint32(int64(y))
+	}
 }
 
 // SecureAggregator aggregates a simulated cohort through the full secure
 // aggregation protocol (package secagg): every sampled client gets real
 // keys, Shamir shares and masks, so a simulated job runs the code a
 // deployment runs, dropouts included. The server side sees only the
-// unmasked sum. Under DP the server adds N(0, (z·C)²) to the decoded sum
-// and divides by the expected cohort size; without DP it divides by the
-// number of survivors (uniform weighting: the protocol reveals no
-// per-client example counts). DP noise stays central: the server adds it
-// to the unmasked sum (distributed noise is not implemented).
+// unmasked sum. Under DP the server adds rounded Gaussian noise of
+// standard deviation z·C to the modular sum in the ring, before decoding
+// (ReleaseSecureSum), and divides by the expected cohort size; without DP
+// it divides by the number of survivors (uniform weighting: the protocol
+// reveals no per-client example counts). The noise stays central, added
+// by a server trusted with it (distributed noise is issue 16's).
 type SecureAggregator struct {
 	// Params holds C and z (z = 0 without DP).
 	Params dp.Params
@@ -97,6 +136,13 @@ type SecureAggregator struct {
 	Workers int
 	// Attempt is copied into the stats (the runner numbers retries).
 	Attempt int
+	// MaxClients, when > 0, is a public bound on the cohort that fixes the
+	// fixed-point encoding (secagg.NewEncoding). Under DP it must be set:
+	// an encoding chosen from the realised cohort size would reveal that
+	// size through the released values' resolution. A larger cohort than
+	// the bound may wrap the sum, which costs accuracy, never privacy
+	// (the noise is added in the ring, ReleaseSecureSum).
+	MaxClients int
 }
 
 // NewAccumulator keeps each client's delta until the round's protocol
@@ -157,7 +203,11 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if n < max(s.MinClients, 2) {
 		return st, fmt.Errorf("fl: %d clients reported, secure aggregation needs %d: %w", n, max(s.MinClients, 2), secagg.ErrTooFewSurvivors)
 	}
-	enc, err := secagg.NewEncoding(n, s.Params.ClipNorm)
+	bound := n
+	if s.MaxClients > 0 {
+		bound = s.MaxClients
+	}
+	enc, err := secagg.NewEncoding(bound, s.Params.ClipNorm)
 	if err != nil {
 		return st, err
 	}
@@ -210,25 +260,16 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if err := srv.CloseShareKeys(); err != nil {
 		return st, err
 	}
-	var normMu sync.Mutex
-	var normSum float64
-	var clipped int
-	clipTo := s.Params.ClipNorm - enc.RoundingSlack(d)
+	// The server learns only the sum: no per-client norm or clipping
+	// statistic is collected here, even in simulation.
 	err = s.each(n, alive(dropBeforeMaskedInput), func(i int, w *worker32) error {
 		shares, err := srv.Shares(secagg.ClientID(i + 1))
 		if err != nil {
 			return err
 		}
-		norm, err := EncodeSecureInput(w.buf(d), inputs[i], s.Params.ClipNorm, enc, w.rng)
-		if err != nil {
+		if _, err := EncodeSecureInput(w.buf(d), inputs[i], s.Params.ClipNorm, enc, w.rng); err != nil {
 			return err
 		}
-		normMu.Lock()
-		normSum += norm
-		if norm > clipTo {
-			clipped++
-		}
-		normMu.Unlock()
 		msg, err := clients[i].MaskedInput(shares, w.enc)
 		if err != nil {
 			return err
@@ -268,10 +309,6 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	st.SecAgg = &SecAggStats{
 		Clients: n, Survivors: len(res.Survivors), Dropped: len(res.Dropped),
 		Neighbors: params.Neighbors, Threshold: params.Threshold, FracBits: enc.FracBits, Attempt: s.Attempt,
-	}
-	if m := st.SecAgg.Survivors; m > 0 {
-		st.MeanNorm = normSum / float64(m)
-		st.ClippedFraction = float64(clipped) / float64(m)
 	}
 	return st, nil
 }

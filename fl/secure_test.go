@@ -75,8 +75,47 @@ func TestSecureAggregatorMatchesPlainClippedSum(t *testing.T) {
 	if worst > bound {
 		t.Fatalf("secure and plain releases differ by %g, bound %g (f = %d)", worst, bound, enc.FracBits)
 	}
-	if st.ClippedFraction == 0 || st.MeanNorm == 0 {
-		t.Fatalf("clipping stats not reported: %+v", st)
+	if st.ClippedFraction != 0 || st.MeanNorm != 0 {
+		t.Fatalf("per-client statistics leaked out of secure aggregation: %+v", st)
+	}
+}
+
+// Noise is added in the ring, before decoding: with the noise draws
+// coupled, the noisy ring sums with and without an honest client differ
+// by exactly its encoded update mod 2^32, even when a malicious client has
+// pushed a coordinate to the edge of the int32 range (where decoding
+// first and adding noise after would move the output by ~2^32·2^−f).
+func TestRingNoiseMakesWrapAroundPostProcessing(t *testing.T) {
+	enc, err := secagg.NewEncoding(10, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const d = 256
+	malicious := make([]uint32, d)
+	honest := make([]uint32, d)
+	for i := range malicious {
+		malicious[i] = math.MaxInt32 - uint32(i) // decodes near +2^31·2^−f
+		honest[i] = uint32(int32(i%7) - 3)       // a small signed update
+	}
+	with, without := make([]uint32, d), make([]uint32, d)
+	for i := range with {
+		with[i] = malicious[i] + honest[i]
+		without[i] = malicious[i]
+	}
+	sigma := 2.5 * math.Ldexp(1, enc.FracBits)
+	addRingNoise(with, sigma, rand.New(rand.NewPCG(9, 9)))
+	addRingNoise(without, sigma, rand.New(rand.NewPCG(9, 9)))
+	moved := 0
+	for i := range with {
+		if with[i]-without[i] != honest[i] {
+			t.Fatalf("coordinate %d: noisy sums differ by %d, the honest update is %d", i, int32(with[i]-without[i]), int32(honest[i]))
+		}
+		if int32(without[i]) < 0 {
+			moved++ // wrapped past +2^31: post-processing of the noisy sum, covered
+		}
+	}
+	if moved == 0 {
+		t.Fatal("no coordinate wrapped: the test does not exercise the wrap-around")
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"time"
 
@@ -130,6 +131,12 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	}
 	if spec, err = calibrate(spec); err != nil {
 		return storage.Job{}, err
+	}
+	if spec.DP.AbortDelta, err = abortDelta(spec); err != nil {
+		return storage.Job{}, err
+	}
+	if spec.DP.AbortDelta > 0 && spec.DP.PrivacyUnit != "" {
+		return storage.Job{}, &ValidationError{Field: "dp.privacy_unit", Rule: fmt.Sprintf("cannot share a budget: this job's secure aggregation aborts cost δ = %.3g of its own (abort_delta), which a shared budget's δ does not provide for", spec.DP.AbortDelta)}
 	}
 	if err := checkFirstRoundFits(spec); err != nil {
 		return storage.Job{}, err
@@ -283,7 +290,13 @@ func calibrate(spec Spec) (Spec, error) {
 		rep, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(s), Count: steps}}, delta)
 		return rep.Epsilon(), err
 	}
-	z, err := accounting.CalibrateNoise(epsOf, target, spec.DP.Delta, 0, spec.Rounds)
+	// Under secure aggregation part of δ may pay for aborts (abort.go):
+	// calibrate at δ/2, the least the accountant is left with.
+	delta := spec.DP.Delta
+	if spec.SecureAggregation && abortProbability(spec) > 0 {
+		delta /= 2
+	}
+	z, err := accounting.CalibrateNoise(epsOf, target, delta, 0, spec.Rounds)
 	if err != nil {
 		return spec, &ValidationError{Field: "dp.target_epsilon", Rule: err.Error()}
 	}
@@ -300,7 +313,7 @@ func checkFirstRoundFits(spec Spec) error {
 	if !spec.DP.Enabled || spec.DP.EpsilonBudget == 0 {
 		return nil
 	}
-	rep, err := accounting.Account([]accounting.Event{roundEvent(spec)}, spec.DP.Delta)
+	rep, err := accounting.Account([]accounting.Event{roundEvent(spec)}, spec.DP.AccountingDelta())
 	if err != nil {
 		return err
 	}
@@ -313,46 +326,43 @@ func checkFirstRoundFits(spec Spec) error {
 	return nil
 }
 
-// roundEvent is the DP event of one round of spec (McMahan et al. 2018):
-// the Gaussian sum query with noise multiplier z, Poisson-subsampled with
-// rate q. A fixed-size cohort is sampling without replacement, whose
-// accountant (Wang, Balle, Kasiviswanathan 2019) assumes replace-one
-// adjacency: replacing one user moves the clipped sum by up to 2C, so the
-// Gaussian's effective multiplier is z/2.
+// roundEvent is the DP event of one round of spec, from fl.RoundEvent:
+// the Gaussian sum query with noise multiplier z under the sampling the
+// server performs (Spec.sampler: Poisson at q·(1+o), or a fixed cohort of
+// ⌈K·(1+o)⌉, replace-one). Under Poisson sampling a Target of reports
+// (over-selection) lets one user's report push another's out: the sum's
+// sensitivity is 2C and the Gaussian's multiplier z/2. Dropouts,
+// availability, stragglers and deadlines decide each user's inclusion
+// from its own data and seeded draws only, so they keep C.
 //
-// With over-selection o the server samples at rate q·(1+o) (or a cohort
-// of ⌈K·(1+o)⌉), and that is the sampling accounted; the reports it then
-// discards only remove contributions (fl.Participation).
-//
-// Devices join rounds of their own accord, so no sampling is credited:
-// each round is the plain Gaussian mechanism on the sum of at most one
-// clipped update per device.
+// Devices join rounds of their own accord, so no sampling is credited,
+// and the first cohort_size devices to join fill the round: a user can
+// displace another, so the round is the plain Gaussian mechanism at
+// sensitivity 2C (replace-one adjacency over enrolled devices, each of
+// which joins a round at most once).
 func roundEvent(spec Spec) accounting.Event {
 	z := spec.DP.NoiseMultiplier
 	if spec.Population.Source == "devices" {
-		return accounting.Gaussian{NoiseMultiplier: z}
+		return fl.RoundEvent(nil, 0, z, fl.TwoClips)
 	}
-	rate, size := spec.analysed()
-	if spec.Sampling.Scheme == "fixed" {
-		return accounting.SampledWithoutReplacement{
-			SourceDatasetSize: spec.Population.Clients,
-			SampleSize:        size,
-			Event:             accounting.Gaussian{NoiseMultiplier: z / 2},
-		}
+	s, target := spec.sampler(spec.Population.Clients)
+	sens := fl.OneClip
+	if target > 0 {
+		sens = fl.TwoClips
 	}
-	return accounting.PoissonSampled{SamplingProbability: rate, Event: accounting.Gaussian{NoiseMultiplier: z}}
+	return fl.RoundEvent(s, spec.Population.Clients, z, sens)
 }
 
 // RoundMetrics is what a job records for each committed round.
 type RoundMetrics struct {
 	Round  int `json:"round"`
-	Cohort int `json:"cohort"`
+	Cohort int `json:"cohort,omitempty"`
 	// Reported is the number of clients whose updates the aggregate holds.
-	Reported        int     `json:"reported"`
-	Examples        int     `json:"examples"`
-	TrainLoss       float64 `json:"train_loss"`
-	MeanUpdateNorm  float64 `json:"mean_update_norm"`
-	ClippedFraction float64 `json:"clipped_fraction"`
+	Reported        int     `json:"reported,omitempty"`
+	Examples        int     `json:"examples,omitempty"`
+	TrainLoss       float64 `json:"train_loss,omitempty"`
+	MeanUpdateNorm  float64 `json:"mean_update_norm,omitempty"`
+	ClippedFraction float64 `json:"clipped_fraction,omitempty"`
 	Rejected        int     `json:"rejected,omitempty"`
 	// Stragglers counts the cohort's simulated stragglers.
 	Stragglers int `json:"stragglers,omitempty"`
@@ -382,7 +392,7 @@ type RoundMetrics struct {
 	Epsilon *float64 `json:"epsilon,omitempty"`
 	// Accountant names the accountant whose bound Epsilon is.
 	Accountant string    `json:"accountant,omitempty"`
-	Seconds    float64   `json:"seconds"`
+	Seconds    float64   `json:"seconds,omitempty"`
 	Time       time.Time `json:"time"`
 }
 
@@ -443,15 +453,8 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	}
 	// The server samples at the analysed rate (over-selection included)
 	// and the round keeps at most the target of reports.
-	rate, size := spec.analysed()
-	var sampler fl.Sampler = fl.Poisson{Q: rate}
-	target := 0
-	if spec.Sampling.Scheme == "fixed" {
-		sampler = fl.Fixed{K: size}
-		target = spec.Sampling.CohortSize
-	} else if !devices {
-		target = int(math.Round(spec.Sampling.Rate * float64(fed.NumClients())))
-	}
+	_, size := spec.analysed()
+	sampler, target := spec.sampler(fed.NumClients())
 	part := spec.Participation.Model(spec.Seed)
 	alg := &fl.FedAvg{
 		Model:   mdl,
@@ -491,6 +494,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			Rand:        secure,
 			Dropouts:    rand.New(rand.NewPCG(spec.Seed, 0xd409)),
 			Workers:     m.workers,
+			MaxClients:  cohortBound(sampler, fed.NumClients()),
 		}
 		if spec.DP.Enabled {
 			sa.Params.NoiseMultiplier = spec.DP.NoiseMultiplier
@@ -510,10 +514,14 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 	}
 	eval := fl.NewEvaluator(mdl, m.workers)
-	if spec.Participation.OverSelection > 0 {
-		alg.Target = max(target, 1)
-	}
+	alg.Target = target
 	alg.DeadlineSeconds = spec.Participation.DeadlineSeconds
+	if spec.DP.Enabled && !devices {
+		// The mechanism built above must be the one the ledger charges.
+		if ev := fl.RoundEvent(sampler, fed.NumClients(), spec.DP.NoiseMultiplier, alg.Sensitivity()); !reflect.DeepEqual(ev, roundEvent(spec)) {
+			return fail("internal error: the round runs %#v but the ledger would charge %#v", ev, roundEvent(spec))
+		}
+	}
 	var unavailable, dropped int
 	runRound := func(r int) (fl.RoundStats, error) {
 		n := fed.NumClients()
@@ -604,6 +612,9 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 		met.Seconds = time.Since(start).Seconds()
 		met.Time = time.Now().UTC()
+		if spec.DP.Enabled {
+			met = met.released(spec)
+		}
 		mj, err := json.Marshal(met)
 		if err != nil {
 			return fail("encoding metrics: %v", err)

@@ -97,6 +97,23 @@ func (s Spec) analysed() (rate float64, cohort int) {
 	return min(1, s.Sampling.Rate*(1+o)), min(s.Population.Clients, int(math.Ceil(float64(s.Sampling.CohortSize)*(1+o))))
 }
 
+// sampler is the sampling the server performs over n users, and the
+// Target of reports it keeps (0: all): Poisson at rate q·(1+o), or a fixed
+// cohort of ⌈K·(1+o)⌉, with Target q·N or K under over-selection o > 0.
+func (s Spec) sampler(n int) (fl.Sampler, int) {
+	rate, size := s.analysed()
+	if s.Sampling.Scheme == "fixed" {
+		if s.Participation.OverSelection > 0 {
+			return fl.Fixed{K: size}, s.Sampling.CohortSize
+		}
+		return fl.Fixed{K: size}, 0
+	}
+	if s.Participation.OverSelection > 0 {
+		return fl.Poisson{Q: rate}, max(1, int(math.Round(s.Sampling.Rate*float64(n))))
+	}
+	return fl.Poisson{Q: rate}, 0
+}
+
 // Uncovered says why the job's privacy analysis does not cover its
 // configuration ("" when it does).
 func (s Spec) Uncovered() string {
@@ -282,7 +299,15 @@ type DPSpec struct {
 	// job's events are charged to as well; the job then uses the unit's δ
 	// and is refused if its planned rounds do not fit.
 	PrivacyUnit string `json:"privacy_unit,omitempty"`
+	// AbortDelta is set by the server at submit, never by the user: the
+	// part of Delta that secure aggregation's aborts and retries cost
+	// (abort.go); the accountant reports ε at Delta − AbortDelta.
+	AbortDelta float64 `json:"abort_delta,omitempty"`
 }
+
+// AccountingDelta is the δ at which the accountants report ε: the job's
+// δ less what secure aggregation's aborts cost (AbortDelta).
+func (d DPSpec) AccountingDelta() float64 { return d.Delta - d.AbortDelta }
 
 // DefaultSpec is the job every submission starts from: the demo job of
 // README.md, DP-FedAvg with logistic regression on Fashion-MNIST over 6,000
@@ -474,6 +499,9 @@ func (s Spec) Validate(trainSize int) error {
 			return bad("dp.target_epsilon", "must be a finite number ≥ 0 (0 = use noise_multiplier), got %v", d.TargetEpsilon)
 		}
 	}
+	if err := s.validateReleases(); err != nil {
+		return err
+	}
 	if s.EvalEvery < 1 {
 		return bad("eval_every", "must be ≥ 1, got %d", s.EvalEvery)
 	}
@@ -555,3 +583,23 @@ const (
 	AdjacencyAddRemove  = "add_remove"
 	AdjacencyReplaceOne = "replace_one"
 )
+
+// validateReleases refuses DP configurations whose releases no ledger
+// event covers (package doc, "What is protected").
+func (s Spec) validateReleases() error {
+	if !s.DP.Enabled {
+		return nil
+	}
+	bad := func(field, rule string) error { return &ValidationError{Field: field, Rule: rule} }
+	switch {
+	case s.Participation.AmongAvailable:
+		return bad("participation.among_available", "cannot run with DP: a fixed cohort drawn among the users online in a round gives each user a selection probability that depends on how many others are online, which no accountant here covers; use Poisson sampling (availability then only removes users) or set dp.enabled false")
+	case s.Population.EvalUserFraction > 0:
+		return bad("population.eval_user_fraction", "cannot be used with DP: evaluation users are scored on their own data and their accuracy is released without noise, so they would have no protection; set it to 0 (the test split is evaluated) or set dp.enabled false")
+	case s.Population.HeldOutFraction > 0:
+		return bad("population.held_out_fraction", "cannot be used with DP: per-client evaluation on the users' held-out examples is released without noise; set it to 0 or set dp.enabled false")
+	case s.SecureAggregation && s.Population.Source != "devices" && s.SecAgg.DropoutRate > 0:
+		return bad("secagg.dropout_rate", "must be 0 with DP: whether a protocol instance aborts after dropouts depends on how many users were sampled, and the protocol bounds such aborts only below 2^-20 per round, far above a useful δ; model dropouts with participation.dropout_rate (users that drop before the protocol), which DP covers")
+	}
+	return nil
+}
