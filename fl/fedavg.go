@@ -158,6 +158,7 @@ type RoundStats struct {
 
 // report is one client's trained update on its way into the aggregate.
 type report struct {
+	id       int
 	dev      DeviceTime
 	examples int
 	loss     float64
@@ -188,7 +189,9 @@ func (f *FedAvg) closeAtTarget() {
 	}
 	bytes := 4 * float64(f.Model.NumParams())
 	at := func(r report) float64 { return f.RoundTime.ClientSeconds(bytes, bytes, r.dev) }
-	slices.SortStableFunc(all, func(a, b report) int { return cmp.Compare(at(a), at(b)) })
+	// Ties go to the smaller client ID, never to the order in which the
+	// workers finished (which depends on the other clients' work).
+	slices.SortFunc(all, func(a, b report) int { return cmp.Or(cmp.Compare(at(a), at(b)), cmp.Compare(a.id, b.id)) })
 	for i, r := range all {
 		w := f.workers[i%len(f.workers)]
 		if i >= f.Target {
@@ -304,7 +307,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 						continue
 					}
 				}
-				r := report{dev: dev, examples: len(c.Train), loss: loss, tau: a}
+				r := report{id: id, dev: dev, examples: len(c.Train), loss: loss, tau: a}
 				if f.Target > 0 {
 					r.delta = slices.Clone(w.delta)
 					w.pending = append(w.pending, r)

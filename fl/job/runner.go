@@ -353,6 +353,39 @@ func roundEvent(spec Spec) accounting.Event {
 	return fl.RoundEvent(s, spec.Population.Clients, z, sens)
 }
 
+// fedAvg is the round algorithm of spec over n users, as the runner and
+// the sensitivity harness build it: local training, the server optimizer,
+// and the participation policy that decides which reports the aggregate
+// takes (stragglers, the deadline, over-selection's Target). The caller
+// sets Aggregate (and Scaffold).
+func (spec Spec) fedAvg(mdl model.Model, server fl.ServerOptimizer, workers, n int) *fl.FedAvg {
+	_, target := spec.sampler(n)
+	alg := &fl.FedAvg{
+		Model:   mdl,
+		Client:  spec.Client.Config(),
+		Server:  server,
+		Workers: workers,
+		Seed:    spec.Seed,
+		Rounds:  spec.Rounds,
+
+		ClientSchedule:  spec.Client.LRSchedule,
+		ServerSchedule:  spec.Server.LRSchedule,
+		ServerLR:        spec.Server.LR,
+		Stragglers:      spec.Client.Stragglers,
+		DropStragglers:  spec.Client.DropStragglers,
+		Normalize:       spec.Algorithm == "fednova",
+		Target:          target,
+		DeadlineSeconds: spec.Participation.DeadlineSeconds,
+	}
+	// Jobs stored before the round-time model have none: they skip the
+	// estimate rather than fail.
+	if spec.RoundTime.Validate() == nil {
+		rt := spec.RoundTime
+		alg.RoundTime = &rt
+	}
+	return alg
+}
+
 // RoundMetrics is what a job records for each committed round.
 type RoundMetrics struct {
 	Round  int `json:"round"`
@@ -454,30 +487,10 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	// The server samples at the analysed rate (over-selection included)
 	// and the round keeps at most the target of reports.
 	_, size := spec.analysed()
-	sampler, target := spec.sampler(fed.NumClients())
+	sampler, _ := spec.sampler(fed.NumClients())
 	part := spec.Participation.Model(spec.Seed)
-	alg := &fl.FedAvg{
-		Model:   mdl,
-		Client:  spec.Client.Config(),
-		Server:  server,
-		Workers: m.workers,
-		Seed:    spec.Seed,
-		Rounds:  spec.Rounds,
-
-		ClientSchedule: spec.Client.LRSchedule,
-		ServerSchedule: spec.Server.LRSchedule,
-		ServerLR:       spec.Server.LR,
-		Stragglers:     spec.Client.Stragglers,
-		DropStragglers: spec.Client.DropStragglers,
-		Scaffold:       scaffold,
-		Normalize:      spec.Algorithm == "fednova",
-	}
-	// Jobs stored before the round-time model have none: they skip the
-	// estimate rather than fail.
-	if spec.RoundTime.Validate() == nil {
-		rt := spec.RoundTime
-		alg.RoundTime = &rt
-	}
+	alg := spec.fedAvg(mdl, server, m.workers, fed.NumClients())
+	alg.Scaffold = scaffold
 	estimatedTotal, err := m.estimatedSoFar(j)
 	if err != nil {
 		return fail("%v", err)
@@ -514,8 +527,6 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 	}
 	eval := fl.NewEvaluator(mdl, m.workers)
-	alg.Target = target
-	alg.DeadlineSeconds = spec.Participation.DeadlineSeconds
 	if spec.DP.Enabled && !devices {
 		// The mechanism built above must be the one the ledger charges.
 		if ev := fl.RoundEvent(sampler, fed.NumClients(), spec.DP.NoiseMultiplier, alg.Sensitivity()); !reflect.DeepEqual(ev, roundEvent(spec)) {

@@ -1,0 +1,256 @@
+package job
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/dp"
+	"github.com/dpfl/dpfl/fl"
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/secagg"
+)
+
+// The sensitivity conformance harness. For every DP configuration that
+// Spec.Validate accepts over the axes sampling scheme × over-selection ×
+// deadline × stragglers × dropouts × availability × simulated secure
+// aggregation (and devices, below), it builds neighbouring populations
+// under the adjacency of the job's ledger event, with adversarial users
+// (updates in opposite directions, a tiny and a huge dataset), couples
+// every other random draw (the same seed; the sampled cohort is the
+// worst case, every user), runs one round with the noise switched off,
+// and checks that the pre-noise aggregate moves by at most the
+// sensitivity that the event the ledger records assumes: C·z/z_event.
+
+// harnessPop is a population whose users are given explicitly.
+type harnessPop struct {
+	base  *data.Dataset
+	users []data.Client
+}
+
+func (p *harnessPop) Base() *data.Dataset       { return p.base }
+func (p *harnessPop) NumClients() int           { return len(p.users) }
+func (p *harnessPop) Client(id int) data.Client { return p.users[id] }
+
+// harnessBase holds two kinds of examples with the same features and
+// opposite labels: logistic regression from zero parameters moves in
+// exactly opposite directions on them.
+func harnessBase(perKind int) *data.Dataset {
+	const dim = 4
+	d := &data.Dataset{Dim: dim, Classes: 2}
+	for k := range 2 {
+		for range perKind {
+			d.X = append(d.X, 1, 0.5, 0, 0)
+			d.Y = append(d.Y, uint8(k))
+		}
+	}
+	return d
+}
+
+// user is a kind (0 or 1) and an example count.
+type user struct{ kind, examples int }
+
+// population builds users over base (perKind examples of each kind).
+func population(base *data.Dataset, perKind int, users []user) *harnessPop {
+	p := &harnessPop{base: base}
+	for id, u := range users {
+		idx := make([]int32, u.examples)
+		for i := range idx {
+			idx[i] = int32(u.kind*perKind + i%perKind)
+		}
+		p.users = append(p.users, data.Client{ID: id, Train: idx})
+	}
+	return p
+}
+
+// preNoiseSum runs one round of spec's algorithm on cohort with the noise
+// switched off and the denominator 1, from zero parameters with server SGD
+// at η_s = 1: the new parameters are the clipped (and, under secure
+// aggregation, encoded) sum of the reports the round keeps.
+func preNoiseSum(t *testing.T, spec Spec, pop *harnessPop, cohort []int, n int) []float32 {
+	t.Helper()
+	mdl, err := model.New(spec.Model, pop.base.Dim, pop.base.Classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server, err := fl.NewServerOptimizer(fl.ServerOptConfig{Name: "sgd", LR: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alg := spec.fedAvg(mdl, server, 2, n)
+	sampler, _ := spec.sampler(n)
+	noiseless := dp.Params{ClipNorm: spec.DP.ClipNorm}
+	rng := rand.New(rand.NewPCG(1, 2))
+	if spec.SecureAggregation {
+		alg.Aggregate = &fl.SecureAggregator{Params: noiseless, DP: true, MinClients: spec.SecAgg.MinClients, Rand: rng,
+			Dropouts: rand.New(rand.NewPCG(spec.Seed, 0xd409)), Workers: 2, MaxClients: cohortBound(sampler, n)}
+	} else {
+		alg.Aggregate = &fl.GaussianAggregator{Params: noiseless, Rand: rng}
+	}
+	kept, _, _ := spec.Participation.Model(spec.Seed).Filter(cohort, 1)
+	params := make([]float32, mdl.NumParams())
+	if _, err := alg.Round(context.Background(), 1, params, pop, kept, 1); err != nil {
+		t.Fatal(err)
+	}
+	return params
+}
+
+// recordedSensitivity is the L2 sensitivity, in clip norms, that the
+// round's ledger event assumes: z / (the event's Gaussian multiplier).
+func recordedSensitivity(t *testing.T, spec Spec) float64 {
+	t.Helper()
+	var inner accounting.Event = roundEvent(spec)
+	for {
+		switch e := inner.(type) {
+		case accounting.PoissonSampled:
+			inner = e.Event
+			continue
+		case accounting.SampledWithoutReplacement:
+			inner = e.Event
+			continue
+		case accounting.Gaussian:
+			return spec.DP.NoiseMultiplier / e.NoiseMultiplier
+		default:
+			t.Fatalf("unexpected round event %#v", e)
+		}
+	}
+}
+
+func distance(a, b []float32) float64 {
+	var s float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		s += d * d
+	}
+	return math.Sqrt(s)
+}
+
+// harnessSpecs enumerates the DP configurations to try; those that
+// Validate refuses are skipped (and counted by the caller).
+func harnessSpecs() []Spec {
+	var out []Spec
+	for _, scheme := range []string{"poisson", "fixed"} {
+		for _, over := range []float64{0, 0.5} {
+			for _, deadline := range []float64{0, 40} {
+				for _, strag := range []float64{0, 0.5} {
+					for _, drop := range []bool{false, true} {
+						for _, dropout := range []float64{0, 0.3} {
+							for _, avail := range []float64{0, 0.6} {
+								for _, secure := range []bool{false, true} {
+									s := DefaultSpec()
+									s.Population.Clients = 20
+									s.Sampling = SamplingSpec{Scheme: scheme, Rate: 0.5, CohortSize: 10}
+									s.Client = ClientSpec{Epochs: 2, BatchSize: 5, LR: 20, LRSchedule: defaultSchedule, Stragglers: strag, DropStragglers: drop}
+									s.DP.ClipNorm = 0.05
+									s.Participation = ParticipationSpec{OverSelection: over, DeadlineSeconds: deadline, DropoutRate: dropout,
+										DiurnalAmplitude: avail, PeriodRounds: 5}
+									// Compute time dominates, so that device time
+									// follows each user's example count.
+									s.RoundTime.ComputeRatio = 1e6
+									s.SecureAggregation = secure
+									s.SecAgg.MinClients = 2
+									s.Seed = 7
+									if drop && strag == 0 {
+										continue
+									}
+									out = append(out, s)
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (s Spec) harnessName() string {
+	p := s.Participation
+	return fmt.Sprintf("%s/over=%g/deadline=%g/stragglers=%g,drop=%v/dropout=%g/avail=%g/secagg=%v",
+		s.Sampling.Scheme, p.OverSelection, p.DeadlineSeconds, s.Client.Stragglers, s.Client.DropStragglers, p.DropoutRate, p.DiurnalAmplitude, s.SecureAggregation)
+}
+
+func TestSensitivityConformance(t *testing.T) {
+	const perKind = 400
+	base := harnessBase(perKind)
+	// The others: 19 users of kind 0 with 10 to 100 examples (device
+	// times spread around the 40 s deadline).
+	others := make([]user, 19)
+	for i := range others {
+		others[i] = user{kind: 0, examples: 10 + 5*i}
+	}
+	adversaries := map[string]user{
+		"tiny opposite": {1, 1}, "huge opposite": {1, 400},
+		"tiny same": {0, 1}, "huge same": {0, 400},
+	}
+	accepted, refused := 0, 0
+	worstOverSelection := 0.0
+	for _, spec := range harnessSpecs() {
+		if err := spec.Validate(base.Len()); err != nil {
+			refused++
+			continue
+		}
+		accepted++
+		bound := recordedSensitivity(t, spec) * spec.DP.ClipNorm
+		tol := 1e-6
+		if spec.SecureAggregation {
+			enc, err := secagg.NewEncoding(cohortBound(fl.Poisson{Q: 1}, 20), spec.DP.ClipNorm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tol = 2 * 20 * math.Sqrt(10) * math.Ldexp(1, -enc.FracBits) // others' stochastic rounding
+		}
+		worst := 0.0
+		for name, adv := range adversaries {
+			var a, b []float32
+			if spec.Adjacency() == AdjacencyAddRemove {
+				// D has the 19 others; D' adds the adversary (id 19), sampled.
+				small := population(base, perKind, others)
+				large := population(base, perKind, append(others[:19:19], adv))
+				a = preNoiseSum(t, spec, small, seq(19), 20)
+				b = preNoiseSum(t, spec, large, seq(20), 20)
+			} else {
+				// Replace-one: user 0's data becomes the adversary's; the
+				// cohort (the same IDs) is the whole population.
+				alt := append([]user{adv}, others[1:]...)
+				full := append(others[:19:19], user{0, 50})
+				alt = append(alt, user{0, 50})
+				a = preNoiseSum(t, spec, population(base, perKind, full), seq(20), 20)
+				b = preNoiseSum(t, spec, population(base, perKind, alt), seq(20), 20)
+			}
+			moved := distance(a, b)
+			worst = max(worst, moved/spec.DP.ClipNorm)
+			if moved > bound+tol {
+				t.Errorf("%s, %s: the pre-noise sum moved by %.4g = %.3g·C, the ledger's event assumes %.3g·C",
+					spec.harnessName(), name, moved, moved/spec.DP.ClipNorm, bound/spec.DP.ClipNorm)
+			}
+		}
+		if spec.Sampling.Scheme == "poisson" && spec.Participation.OverSelection > 0 {
+			worstOverSelection = max(worstOverSelection, worst)
+		}
+	}
+	t.Logf("%d configurations accepted and checked, %d refused by Validate", accepted, refused)
+	if accepted < 40 {
+		t.Fatalf("only %d configurations accepted: the harness covers too little", accepted)
+	}
+	// The harness must be able to fail: over-selection under Poisson
+	// sampling moves the sum by more than C, so the charge at C of the
+	// old code would have been caught.
+	if worstOverSelection <= 1.5 {
+		t.Fatalf("over-selection moved the sum by at most %.3g·C; the adversaries do not reach the 2C case", worstOverSelection)
+	}
+	t.Logf("Poisson with over-selection: the sum moved by up to %.3g·C (a charge at C, as before, fails here)", worstOverSelection)
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
