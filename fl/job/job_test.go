@@ -131,19 +131,28 @@ func TestNonPrivateJobRecordsNoEvents(t *testing.T) {
 }
 
 // A fixed-size cohort is recorded as sampling without replacement with
-// the replace-one noise multiplier z/2 (sensitivity 2C).
+// the replace-one noise multiplier z/2 (sensitivity 2C); its cohort size K
+// is public and released. Per-client evaluation on held-out examples runs
+// without DP only.
 func TestFixedCohortEvent(t *testing.T) {
 	m := manager(t)
 	st := runToEnd(t, m, small(t, func(s *Spec) {
 		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30}
 		s.Rounds = 3
-		s.Population.HeldOutFraction = 0.2
 	}))
 	if st.State != storage.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
-	if st.Latest.Cohort != 30 || st.Latest.Clients == nil || st.Latest.Clients.Clients == 0 {
-		t.Fatalf("latest round %+v", st.Latest)
+	if st.Latest.Cohort != 30 || st.Latest.Reported != 0 {
+		t.Fatalf("latest round %+v: want the public K only", st.Latest)
+	}
+	held := runToEnd(t, m, small(t, func(s *Spec) {
+		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30}
+		s.Rounds, s.DP.Enabled = 3, false
+		s.Population.HeldOutFraction = 0.2
+	}))
+	if held.Latest.Clients == nil || held.Latest.Clients.Clients == 0 {
+		t.Fatalf("non-DP held-out evaluation %+v", held.Latest)
 	}
 	rep, _ := m.Privacy(st.ID)
 	ev, err := accounting.UnmarshalEvent(rep.Events[0].Event)
@@ -437,6 +446,7 @@ func TestLEAFAndLabelsJobs(t *testing.T) {
 func TestRoundsRecordParticipationAndTime(t *testing.T) {
 	m := manager(t)
 	st := runToEnd(t, m, small(t, func(s *Spec) {
+		s.DP.Enabled = false // under DP these counts are private (TestDPReleases)
 		s.Client.Stragglers, s.Client.DropStragglers = 0.1, true
 		s.RoundTime.ComputeSigma = 0.5
 	}))
@@ -464,30 +474,19 @@ func TestRoundsRecordParticipationAndTime(t *testing.T) {
 	}
 }
 
-// Availability, dropouts and over-selection only remove contributions: the
-// ledger accounts the sampling the server actually performs (rate
-// q·(1+o)), every selected user is accounted for as offline, dropped,
-// late or reported, no round keeps more than the target q·N, and the
-// analysis covers the job. A fixed cohort drawn among available users is
-// flagged as not covered.
+// Availability, dropouts and over-selection: without DP every selected
+// user is accounted for as offline, dropped, late or reported, and no
+// round keeps more than the target q·N. Under DP the ledger accounts the
+// sampling the server performs (rate q·(1+o)) at sensitivity 2C (z/2),
+// since a report kept by over-selection can push another out
+// (TestSensitivityConformance). A fixed cohort drawn among available
+// users is refused under DP.
 func TestParticipation(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Participation = ParticipationSpec{DiurnalAmplitude: 0.5, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5}
-	}))
+	part := ParticipationSpec{DiurnalAmplitude: 0.5, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5}
+	st := runToEnd(t, m, small(t, func(s *Spec) { s.Participation, s.DP.Enabled = part, false }))
 	if st.State != storage.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
-	}
-	rep, err := m.Privacy(st.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := accounting.UnmarshalEvent(rep.Events[0].Event)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ps, ok := ev.(accounting.PoissonSampled); !ok || math.Abs(ps.SamplingProbability-0.15) > 1e-12 || rep.Uncovered != "" {
-		t.Fatalf("ledger event %+v (want rate 0.1·1.5), uncovered %q", ev, rep.Uncovered)
 	}
 	met, err := m.Metrics(st.ID)
 	if err != nil {
@@ -504,12 +503,27 @@ func TestParticipation(t *testing.T) {
 		t.Fatal("diurnal amplitude 0.5 left every selected user online")
 	}
 
-	st = runToEnd(t, m, small(t, func(s *Spec) {
+	st = runToEnd(t, m, small(t, func(s *Spec) { s.Participation = part }))
+	rep, err := m.Privacy(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := accounting.UnmarshalEvent(rep.Events[0].Event)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := accounting.PoissonSampled{SamplingProbability: 0.1 * 1.5, Event: accounting.Gaussian{NoiseMultiplier: 0.5}}
+	if ps, ok := ev.(accounting.PoissonSampled); !ok || math.Abs(ps.SamplingProbability-want.SamplingProbability) > 1e-12 || ps.Event != want.Event {
+		t.Fatalf("ledger event %+v, want %+v", ev, want)
+	}
+
+	_, err = m.Submit(small(t, func(s *Spec) {
 		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 20}
 		s.Participation = ParticipationSpec{DiurnalAmplitude: 0.8, PeriodRounds: 10, AmongAvailable: true}
 	}))
-	if rep, err = m.Privacy(st.ID); err != nil || !strings.Contains(rep.Uncovered, "among_available") {
-		t.Fatalf("among_available: uncovered %q, err %v", rep.Uncovered, err)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "participation.among_available" {
+		t.Fatalf("among_available under DP: %v, want a validation error", err)
 	}
 }
 
@@ -524,12 +538,13 @@ func TestOnDemandPopulationJob(t *testing.T) {
 			OnDemand: true, SizeMu: math.Log(20), SizeSigma: 0.5, MaxExamples: 200, EvalUserFraction: 0.01}
 		s.Sampling.Rate = 0.0001
 		s.EvalEvery = 10
+		s.DP.Enabled = false // evaluation users would have no protection under DP
 	}))
 	if st.State != storage.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
 	ev := st.LatestTest
-	// Chance is 0.1; 10 DP rounds of ~100 users reach about 0.6.
+	// Chance is 0.1; 10 rounds of ~100 users reach about 0.6.
 	if ev == nil || ev.Test.Accuracy < 0.45 || ev.EvalUsers == nil || ev.EvalUsers.Clients != 1000 {
 		t.Fatalf("evaluation %+v %+v", ev.Test, ev.EvalUsers)
 	}

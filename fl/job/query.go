@@ -103,8 +103,16 @@ func (m *Manager) Metrics(id string) ([]RoundMetrics, error) {
 type PrivacyReport struct {
 	JobID   string `json:"job_id"`
 	Private bool   `json:"private"`
-	// Delta is the job's δ.
+	// Delta is the job's δ: the guarantee is (Epsilon, Delta)-DP under
+	// Adjacency.
 	Delta float64 `json:"delta,omitempty"`
+	// Adjacency is the neighbouring relation of the guarantee:
+	// "add_remove" (one user more or less) or "replace_one" (one user's
+	// data replaced by anything; README, "What is protected").
+	Adjacency string `json:"adjacency,omitempty"`
+	// AbortDelta is the part of Delta that secure aggregation's aborts
+	// cost (abort.go); the accountants run at Delta − AbortDelta.
+	AbortDelta float64 `json:"abort_delta,omitempty"`
 	// Epsilon is the tighter valid upper bound on ε at Delta over every
 	// recorded event; absent when there are none.
 	Epsilon *float64 `json:"epsilon,omitempty"`
@@ -144,6 +152,7 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 		return rep, nil
 	}
 	rep.Delta, rep.EpsilonBudget = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget
+	rep.Adjacency, rep.AbortDelta = s.Spec.Adjacency(), s.Spec.DP.AbortDelta
 	rep.Uncovered = s.Spec.Uncovered()
 	if len(entries) == 0 {
 		return rep, nil
@@ -152,7 +161,7 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	acc, err := accounting.Account(events, rep.Delta)
+	acc, err := accounting.Account(events, s.Spec.DP.AccountingDelta())
 	if err != nil {
 		return rep, err
 	}
@@ -199,18 +208,22 @@ type RoundRecord struct {
 	// Dropped those that dropped out (after selection or of secure
 	// aggregation), reported late or were discarded as stragglers;
 	// Straggled the stragglers, kept or not.
-	Selected    int `json:"selected"`
-	Unavailable int `json:"unavailable"`
-	Reported    int `json:"reported"`
-	Dropped     int `json:"dropped"`
-	Straggled   int `json:"straggled"`
-	Rejected    int `json:"rejected"`
+	// Under DP all of these are private and absent, except Selected for
+	// a fixed cohort (the configured K).
+	Selected    int `json:"selected,omitempty"`
+	Unavailable int `json:"unavailable,omitempty"`
+	Reported    int `json:"reported,omitempty"`
+	Dropped     int `json:"dropped,omitempty"`
+	Straggled   int `json:"straggled,omitempty"`
+	Rejected    int `json:"rejected,omitempty"`
 	// EstimatedSeconds and EstimatedTotalSeconds are the round-time
-	// model's deployment estimates (0 when the job has none).
-	EstimatedSeconds      float64 `json:"estimated_seconds"`
-	EstimatedTotalSeconds float64 `json:"estimated_total_seconds"`
-	// Seconds is the simulation's own wall time for the round.
-	Seconds float64 `json:"seconds"`
+	// model's deployment estimates (absent when the job has none, and
+	// under DP, where they follow the cohort's largest dataset).
+	EstimatedSeconds      float64 `json:"estimated_seconds,omitempty"`
+	EstimatedTotalSeconds float64 `json:"estimated_total_seconds,omitempty"`
+	// Seconds is the simulation's own wall time for the round (absent
+	// under DP).
+	Seconds float64 `json:"seconds,omitempty"`
 	// TestAccuracy is set on evaluation rounds; Epsilon under DP.
 	TestAccuracy *float64 `json:"test_accuracy,omitempty"`
 	Epsilon      *float64 `json:"epsilon,omitempty"`

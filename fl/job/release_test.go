@@ -1,0 +1,125 @@
+package job
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dpfl/dpfl/storage"
+)
+
+// publicKeys are the only JSON keys a DP job's round metrics, round
+// records and latest metrics may hold (release.go): public data, ε (a
+// function of the ledger), or noisy_ values covered by the ledger.
+var publicKeys = []string{"round", "epsilon", "accountant", "time", "test", "test_accuracy", "loss", "accuracy", "examples", "cohort", "selected"}
+
+// walkKeys reports every object key under v (decoded JSON) that is not
+// public, with its path.
+func walkKeys(path string, v any, bad *[]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if !slices.Contains(publicKeys, k) && !strings.HasPrefix(k, "noisy_") {
+				*bad = append(*bad, path+"."+k)
+			}
+			walkKeys(path+"."+k, sub, bad)
+		}
+	case []any:
+		for _, sub := range v {
+			walkKeys(path+"[]", sub, bad)
+		}
+	}
+}
+
+func releasedKeys(t *testing.T, name string, v any) []string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dec any
+	if err := json.Unmarshal(b, &dec); err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	walkKeys(name, dec, &bad)
+	return bad
+}
+
+// A DP job's /v1/jobs/{id} (latest metrics), /metrics and /rounds hold
+// only public, ε or noisy_ values, whatever participation the job
+// simulates; "cohort"/"selected" appear only for a fixed cohort, and
+// "test" only for Fashion-MNIST's public test split. A non-DP job keeps
+// its full metrics.
+func TestDPReleases(t *testing.T) {
+	m := manager(t)
+	jobs := map[string]func(*Spec){
+		"poisson with participation": func(s *Spec) {
+			s.Participation = ParticipationSpec{DiurnalAmplitude: 0.3, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5, DeadlineSeconds: 30}
+			s.Client.Stragglers = 0.2
+		},
+		"fixed over secure aggregation": func(s *Spec) {
+			s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 20}
+			s.SecureAggregation = true
+		},
+		"synthetic": func(s *Spec) { s.Dataset = "synthetic"; s.Population.Clients = 100 },
+	}
+	for name, edit := range jobs {
+		st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 5; edit(s) }))
+		if st.State != storage.StateCompleted {
+			t.Fatalf("%s: %s: %s", name, st.State, st.Message)
+		}
+		met, err := m.Metrics(st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rounds, err := m.Rounds(st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bad []string
+		bad = append(bad, releasedKeys(t, "latest", st.Latest)...)
+		bad = append(bad, releasedKeys(t, "latest_test", st.LatestTest)...)
+		bad = append(bad, releasedKeys(t, "metrics", met)...)
+		bad = append(bad, releasedKeys(t, "rounds", rounds)...)
+		if len(bad) > 0 {
+			t.Errorf("%s: private values released: %v", name, bad)
+		}
+		fixed := st.Spec.Sampling.Scheme == "fixed"
+		if (met[0].Cohort != 0) != fixed || met[0].Epsilon == nil {
+			t.Errorf("%s: round 1 %+v: want ε, and the cohort size only for a fixed cohort", name, met[0])
+		}
+		if (st.LatestTest != nil) != (st.Spec.Dataset == "fashion-mnist") {
+			t.Errorf("%s: latest test %+v: the test split is public only for fashion-mnist", name, st.LatestTest)
+		}
+	}
+	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds, s.DP.Enabled = 2, false }))
+	if st.Latest == nil || st.Latest.Reported == 0 || st.Latest.TrainLoss == 0 || st.Latest.Seconds == 0 {
+		t.Fatalf("non-DP job lost its metrics: %+v", st.Latest)
+	}
+}
+
+// Under DP, configurations whose releases no event covers are refused
+// at submit and store nothing.
+func TestDPRefusesUncoveredReleases(t *testing.T) {
+	m := manager(t)
+	for field, edit := range map[string]func(*Spec){
+		"population.eval_user_fraction": func(s *Spec) {
+			s.Population.OnDemand, s.Population.EvalUserFraction, s.Population.MaxExamples = true, 0.1, 100
+		},
+		"population.held_out_fraction":  func(s *Spec) { s.Population.HeldOutFraction = 0.2 },
+		"participation.among_available": func(s *Spec) { s.Sampling.Scheme = "fixed"; s.Participation.AmongAvailable = true },
+		"secagg.dropout_rate":           func(s *Spec) { s.SecureAggregation, s.SecAgg.DropoutRate = true, 0.1 },
+	} {
+		_, err := m.Submit(small(t, edit))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != field {
+			t.Errorf("%s under DP: %v, want a validation error on it", field, err)
+		}
+	}
+	if jobs, _ := m.List(); len(jobs) != 0 {
+		t.Fatalf("refused submissions stored %d jobs", len(jobs))
+	}
+}
