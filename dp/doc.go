@@ -30,7 +30,9 @@
 // Significance of the Least Significant Bits for Differential Privacy",
 // CCS) showed that the pattern of representable outputs can leak the
 // un-noised value. The deviation is far below the model's float32
-// resolution but it is not covered by the (ε, δ) proof. The secure
-// aggregation work moves noise to the integer ring, where the discrete
-// Gaussian of Canonne, Kamath, Steinke 2020 closes this gap.
+// resolution but it is not covered by the (ε, δ) proof. Under secure
+// aggregation the noise is added in the integer ring (fl.ReleaseSecureSum)
+// as a rounded Gaussian, which makes wrap-around post-processing but does
+// not close this gap; the exact discrete Gaussian sampler of Canonne,
+// Kamath, Steinke 2020, which would, is not implemented yet.
 package dp

@@ -37,17 +37,26 @@
 // user's influence exceed C/denominator and break the sensitivity bound
 // (McMahan et al. 2018, §2); the objective is then the average over users.
 //
-// Cross-device participation and DP (participation.go, roundtime.go). The
-// accountant analyses the server's own sampling over the whole population
-// (Poisson at rate q·(1+o) with over-selection o, or a fixed cohort), and
-// the noise and the denominator are those of that sampling. Everything
-// after it — users offline in the round, dropouts after selection,
-// stragglers, reports past the deadline or beyond the over-selection
-// target, dropouts of secure aggregation — removes a contribution whole and
-// never adds or re-weights one, so the sum's sensitivity stays C and the
-// accounted ε stays an upper bound. A fixed cohort drawn among the users
-// online in a round is outside that analysis (a user's selection
-// probability then depends on the others' availability); jobs that ask
-// for it get ε flagged as not covered. The round-time model (Field Guide
-// §5.4) turns each simulated round into an estimated deployment time.
+// Cross-device participation and DP (participation.go, roundtime.go,
+// event.go). The ledger's event for a round is RoundEvent, computed from
+// the Sampler and the round's Sensitivity, which every caller (job
+// runner, admission, calibration, experiments) uses, so that mechanism
+// and event cannot drift apart. The accountant analyses the server's own
+// sampling over the whole population (Poisson at rate q·(1+o) with
+// over-selection o, or a fixed cohort, replace-one). Filters that decide a
+// user's inclusion from that user's own data and seeded draws only —
+// availability, dropouts, stragglers, a deadline on the user's modelled
+// device time (SimulatedSeconds: its own example count, never a clock) —
+// remove a contribution whole, so the sum's sensitivity stays C. A Target
+// (over-selection keeps the earliest reports) lets one user's report push
+// another's out: sensitivity 2C, charged as noise multiplier z/2
+// (FedAvg.Sensitivity). Ties in device time go to the smaller client ID.
+// Under secure aggregation the noise is added in the ring before decoding
+// (ReleaseSecureSum), so a malicious client's wrap-around is
+// post-processing; the fixed-point encoding comes from a public cohort
+// bound (SecureAggregator.MaxClients) and the simulated protocol collects
+// no per-client statistic. A fixed cohort drawn among the users online in
+// a round is outside every analysis here, and the job layer refuses it
+// under DP. The round-time model (Field Guide §5.4) turns each simulated
+// round into an estimated deployment time, which DP jobs do not release.
 package fl

@@ -211,7 +211,7 @@ func progressLine(st job.Status) string {
 	if l := st.Latest; l != nil && l.Epsilon != nil {
 		s += fmt.Sprintf(" ε=%.3f", *l.Epsilon)
 	}
-	if l := st.Latest; l != nil && l.Cohort > 0 {
+	if l := st.Latest; l != nil && l.Cohort > 0 && l.Reported > 0 { // both absent under DP
 		s += fmt.Sprintf(" users %d→%d", l.Cohort, l.Reported)
 	}
 	if l := st.Latest; l != nil && l.EstimatedTotalSeconds > 0 {

@@ -188,7 +188,9 @@ func train(s setup) (curve, error) {
 	}
 	c.seconds = time.Since(start).Seconds()
 	if s.dp != nil {
-		ev := accounting.PoissonSampled{SamplingProbability: s.sampler.ExpectedSize(n) / float64(n), Event: accounting.Gaussian{NoiseMultiplier: s.dp.NoiseMultiplier}}
+		// The event of the mechanism the rounds ran (fl.RoundEvent), as
+		// the job runner charges it.
+		ev := fl.RoundEvent(s.sampler, n, s.dp.NoiseMultiplier, alg.Sensitivity())
 		rep, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: ev, Count: s.rounds}}, 1e-5)
 		if err != nil {
 			return c, err
