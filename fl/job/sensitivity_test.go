@@ -254,3 +254,83 @@ func seq(n int) []int {
 	}
 	return s
 }
+
+// Devices jobs: the first cohort_size devices to join fill the round, each
+// encodes its clipped update (fl.EncodeSecureInput), and the noise is
+// added to the modular sum. The pre-noise aggregate is that sum, as a
+// signed difference in the ring. Between neighbours under the event's
+// replace-one adjacency (one device's update replaced, or one more device
+// joining first and pushing the last out) it moves by at most
+// sensitivity·C·2^f, even next to a malicious device that pushes every
+// coordinate to the edge of the int32 range.
+func TestDevicesSensitivity(t *testing.T) {
+	spec := DefaultSpec()
+	spec.Population.Source, spec.Population.Clients = "devices", 100
+	spec.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 5}
+	spec.SecureAggregation = true
+	if err := spec.Validate(60000); err != nil {
+		t.Fatal(err)
+	}
+	bound := recordedSensitivity(t, spec)
+	const d = 64
+	clip := spec.DP.ClipNorm
+	enc, err := secagg.NewEncoding(spec.Sampling.CohortSize, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 5))
+	update := func(sign float32) []float32 {
+		u := make([]float32, d)
+		for i := range u {
+			u[i] = sign * 3 // far above C: clipped to C
+		}
+		return u
+	}
+	// sum encodes the first cohort_size updates of the join order.
+	sum := func(joined [][]float32, malicious bool) []uint32 {
+		out := make([]uint32, d)
+		if malicious {
+			for i := range out {
+				out[i] = math.MaxInt32 // a device's raw ring input
+			}
+		}
+		buf := make([]uint32, d)
+		slots := spec.Sampling.CohortSize
+		if malicious {
+			slots-- // the malicious device joined first
+		}
+		for _, u := range joined[:min(len(joined), slots)] {
+			if _, err := fl.EncodeSecureInput(buf, append([]float32(nil), u...), clip, enc, rng); err != nil {
+				t.Fatal(err)
+			}
+			for i := range out {
+				out[i] += buf[i]
+			}
+		}
+		return out
+	}
+	moved := func(a, b []uint32) float64 {
+		var s float64
+		for i := range a {
+			x := float64(int32(b[i] - a[i]))
+			s += x * x
+		}
+		return math.Sqrt(s) / math.Ldexp(clip, enc.FracBits)
+	}
+	base := [][]float32{update(1), update(1), update(1), update(1), update(1)}
+	replaced := append([][]float32{update(-1)}, base[1:]...)
+	pushed := append([][]float32{update(-1)}, base...)
+	worst := 0.0
+	for _, malicious := range []bool{false, true} {
+		for name, other := range map[string][][]float32{"replace-one": replaced, "joins first": pushed} {
+			m := moved(sum(base, malicious), sum(other, malicious))
+			worst = max(worst, m)
+			if m > bound+1e-3 {
+				t.Errorf("%s (malicious %v): the ring sum moved by %.4g·C, the event assumes %.3g·C", name, malicious, m, bound)
+			}
+		}
+	}
+	if worst < 1.9 {
+		t.Fatalf("the adversaries moved the sum by only %.3g·C: the 2C case is not reached", worst)
+	}
+}
