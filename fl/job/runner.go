@@ -487,9 +487,13 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	// The server samples at the analysed rate (over-selection included)
 	// and the round keeps at most the target of reports.
 	_, size := spec.analysed()
-	sampler, _ := spec.sampler(fed.NumClients())
+	n := spec.Population.Clients
+	if fed != nil { // devices jobs have no simulated population
+		n = fed.NumClients()
+	}
+	sampler, _ := spec.sampler(n)
 	part := spec.Participation.Model(spec.Seed)
-	alg := spec.fedAvg(mdl, server, m.workers, fed.NumClients())
+	alg := spec.fedAvg(mdl, server, m.workers, n)
 	alg.Scaffold = scaffold
 	estimatedTotal, err := m.estimatedSoFar(j)
 	if err != nil {
@@ -507,7 +511,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			Rand:        secure,
 			Dropouts:    rand.New(rand.NewPCG(spec.Seed, 0xd409)),
 			Workers:     m.workers,
-			MaxClients:  cohortBound(sampler, fed.NumClients()),
+			MaxClients:  cohortBound(sampler, n),
 		}
 		if spec.DP.Enabled {
 			sa.Params.NoiseMultiplier = spec.DP.NoiseMultiplier
@@ -529,7 +533,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	eval := fl.NewEvaluator(mdl, m.workers)
 	if spec.DP.Enabled && !devices {
 		// The mechanism built above must be the one the ledger charges.
-		if ev := fl.RoundEvent(sampler, fed.NumClients(), spec.DP.NoiseMultiplier, alg.Sensitivity()); !reflect.DeepEqual(ev, roundEvent(spec)) {
+		if ev := fl.RoundEvent(sampler, n, spec.DP.NoiseMultiplier, alg.Sensitivity()); !reflect.DeepEqual(ev, roundEvent(spec)) {
 			return fail("internal error: the round runs %#v but the ledger would charge %#v", ev, roundEvent(spec))
 		}
 	}
