@@ -1,9 +1,15 @@
 // Package api is dpfl's REST interface: JSON over HTTP, served with echo.
 // Handlers are thin: bind, call the job manager (package fl/job), and map
-// its errors to status codes in one place (writeError). Every route but
-// /healthz needs "Authorization: Bearer <token>".
+// its errors to status codes in one place (errorResponse).
 //
-// Routes:
+// Two kinds of caller authenticate with "Authorization: Bearer <secret>".
+// The administrator's API token opens every route below except the
+// participate routes. A device's credential, from enrolment (POST
+// /v1/jobs/:id/devices), opens only the participate routes of the job it
+// was enrolled for; the server stores only its SHA-256 hash. Neither
+// secret opens the other's routes. /healthz needs none.
+//
+// Routes (API token):
 //
 //	GET  /healthz                 liveness, no auth
 //	POST /v1/jobs                 create and start a job (body: job.Spec JSON)
@@ -16,11 +22,14 @@
 //	GET  /v1/jobs/:id/model       latest global model parameters
 //	PUT  /v1/budgets/:name        create a privacy unit {epsilon_budget, delta}
 //	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
+//	POST /v1/jobs/:id/devices     enroll a device for a devices job: its ID and credential, once
+//	GET  /v1/jobs/:id/devices     the job's enrolled devices (IDs and enrolment times)
 //
-// A devices job's participants (participate.go) use
+// A devices job's participants (participate.go) use, with their device
+// credential,
 //
 //	GET  /v1/jobs/:id/participate                the open round and its stage
-//	POST /v1/jobs/:id/participate/join           client ID, credential, model
+//	POST /v1/jobs/:id/participate/join           client ID, round token, model (once per device per attempt)
 //	POST /v1/jobs/:id/participate/advertise      secagg.AdvertiseMsg
 //	GET  /v1/jobs/:id/participate/keys           secagg.KeysMsg
 //	POST /v1/jobs/:id/participate/shares         secagg.ShareKeysMsg
@@ -31,8 +40,10 @@
 //
 // Errors are {"error": message, "field": json-path} with 400 (bad input,
 // naming the field and rule, or a protocol message refused, naming the
-// client), 401 (missing or wrong token), 404 (unknown
-// job), 409 (request does not fit the job's state), 500 otherwise.
+// client), 401 (missing or wrong API token or device credential), 403 (a
+// round token of another device), 404 (unknown job), 409 (request does
+// not fit the job's state, or a device's second join of one attempt), 500
+// otherwise.
 package api
 
 import (
@@ -62,8 +73,10 @@ type ErrorBody struct {
 // MaxBodyBytes bounds a request body.
 const MaxBodyBytes = 1 << 20
 
-// New returns the HTTP handler serving jobs through m, guarded by token
-// (non-empty; compared in constant time).
+// New returns the HTTP handler serving jobs through m. The administrative
+// routes are guarded by token (non-empty; compared in constant time), the
+// participate routes by the credentials of the devices enrolled for each
+// job (job.Manager.AuthenticateDevice).
 func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	if token == "" {
 		panic("api: empty token")
@@ -87,6 +100,12 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
+	h := handlers{m}
+	// Devices: only their own job's participate routes, only with a device
+	// credential. These routes are more specific than the admin group's
+	// catch-all, so the admin token never reaches them.
+	h.participate(e.Group("/v1/jobs/:id/participate", deviceAuth(m),
+		middleware.BodyLimit(fmt.Sprint(MaxUpdateBytes/(1<<20))+"M")))
 	v1 := e.Group("/v1", middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
 		KeyLookup:  "header:" + echo.HeaderAuthorization,
 		AuthScheme: "Bearer",
@@ -96,10 +115,7 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 		ErrorHandler: func(error, echo.Context) error {
 			return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token (set --token or DPFL_TOKEN)")
 		},
-	}))
-	h := handlers{m}
-	h.participate(v1.Group("", middleware.BodyLimit(fmt.Sprint(MaxUpdateBytes/(1<<20))+"M")))
-	v1 = v1.Group("", middleware.BodyLimit("1M"))
+	}), middleware.BodyLimit("1M"))
 	v1.POST("/jobs", h.create)
 	v1.GET("/jobs", h.list)
 	v1.GET("/jobs/:id", h.get)
@@ -110,6 +126,8 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	v1.GET("/jobs/:id/model", h.model)
 	v1.PUT("/budgets/:name", h.createBudget)
 	v1.GET("/budgets/:name", h.budget)
+	v1.POST("/jobs/:id/devices", h.enroll)
+	v1.GET("/jobs/:id/devices", h.devices)
 	return e
 }
 
@@ -223,6 +241,25 @@ func (h handlers) createBudget(c echo.Context) error {
 	return c.JSON(http.StatusCreated, rep)
 }
 
+func (h handlers) enroll(c echo.Context) error {
+	en, err := h.m.Enroll(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusCreated, en)
+}
+
+func (h handlers) devices(c echo.Context) error {
+	ds, err := h.m.Devices(c.Param("id"))
+	if err != nil {
+		return err
+	}
+	if ds == nil {
+		ds = []job.DeviceInfo{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "devices": ds})
+}
+
 func (h handlers) budget(c echo.Context) error {
 	rep, err := h.m.Unit(c.Param("name"))
 	if err != nil {
@@ -241,6 +278,10 @@ func errorResponse(err error) (int, ErrorBody) {
 		return http.StatusBadRequest, ErrorBody{Error: ve.Error(), Field: ve.Field}
 	case errors.As(err, &pe):
 		return http.StatusBadRequest, ErrorBody{Error: pe.Error()}
+	case errors.Is(err, job.ErrUnauthorized):
+		return http.StatusUnauthorized, ErrorBody{Error: err.Error()}
+	case errors.Is(err, job.ErrForbidden):
+		return http.StatusForbidden, ErrorBody{Error: err.Error()}
 	case errors.Is(err, storage.ErrNotFound):
 		return http.StatusNotFound, ErrorBody{Error: err.Error()}
 	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists):

@@ -63,7 +63,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
 	err = b.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketSettings, bucketJobs, bucketUnits} {
+		for _, name := range [][]byte{bucketMeta, bucketSettings, bucketJobs, bucketUnits, bucketDevices} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}

@@ -23,12 +23,21 @@ type LedgerEntry struct {
 // AppendLedger appends e to the job's ledger in one transaction and returns
 // the stored entry: Seq is assigned (previous last seq + 1, ignoring e.Seq)
 // and a zero Time becomes the current UTC time. e.Event must be valid,
-// non-empty JSON and e.Round ≥ 0. Errors wrap ErrNotFound for an unknown job
-// and ErrConflict (nothing written) for a job in a terminal state, so that a
-// release for a finished job cannot be recorded — and, write-ahead, made.
+// non-empty JSON.
+//
+// The entry is the write-ahead event of the round about to run, so e.Round
+// must be Job.Round+1 (the next round to commit); a retry after a crash
+// appends that round again. Since Job.Round only grows (CommitRound), every
+// stored entry then has Round ≤ Job.Round+1 and the rounds never decrease
+// with Seq: invariants that Verify checks.
+//
+// Errors wrap ErrNotFound for an unknown job, and ErrConflict (nothing
+// written) for a job in a terminal state, so that a release for a finished
+// job cannot be recorded — and, write-ahead, made — or for a round other
+// than Job.Round+1.
 func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
-	if e.Round < 0 {
-		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: negative round %d", jobID, e.Round)
+	if e.Round < 1 {
+		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: round %d, rounds start at 1", jobID, e.Round)
 	}
 	if len(e.Event) == 0 || !json.Valid(e.Event) {
 		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: event is not valid JSON", jobID)
@@ -37,9 +46,13 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 		e.Time = time.Now().UTC()
 	}
 	err := db.bolt.Update(func(tx *bolt.Tx) error {
-		b, _, err := liveJob(tx, jobID, "append to its ledger")
+		b, j, err := liveJob(tx, jobID, "append to its ledger")
 		if err != nil {
 			return err
+		}
+		if e.Round != j.Round+1 {
+			return fmt.Errorf("storage: job %q ledger: event for round %d, but %d rounds are committed: only round %d may be charged: %w",
+				jobID, e.Round, j.Round, j.Round+1, ErrConflict)
 		}
 		l, err := subBucket(b, jobID, bucketLedger)
 		if err != nil {
@@ -67,33 +80,56 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 
 // Ledger returns the job's ledger ordered by Seq (1, 2, …). Any entry whose
 // checksum fails, that does not decode, whose stored seq disagrees with its
-// key, or a gap in the seqs, yields an error wrapping ErrCorrupt naming the
-// job and seq; entries are never skipped, since a skipped event would
-// under-count spent privacy. Unknown jobs give ErrNotFound.
+// key, a gap in the seqs, or an entry that breaks the round invariants of
+// AppendLedger (a round before the previous entry's, or after Job.Round+1),
+// yields an error wrapping ErrCorrupt naming the job and seq; entries are
+// never skipped, since a skipped event would under-count spent privacy.
+// Unknown jobs give ErrNotFound.
+//
+// Storage cannot tell whether a job charges its rounds (only DP jobs do),
+// so a ledger shorter than Job.Round is not an error here; package
+// fl/job checks that every committed round of a DP job has its event.
 func (db *DB) Ledger(jobID string) ([]LedgerEntry, error) {
+	_, out, err := db.JobLedger(jobID)
+	return out, err
+}
+
+// JobLedger returns the job's record and its ledger (as Ledger does) read
+// in one transaction, so that the ledger can be checked against the rounds
+// the record says are committed without a round committing in between.
+func (db *DB) JobLedger(jobID string) (Job, []LedgerEntry, error) {
 	var out []LedgerEntry
+	var j Job
 	err := db.bolt.View(func(tx *bolt.Tx) error {
 		b, err := jobBucket(tx, jobID)
 		if err != nil {
+			return err
+		}
+		if j, err = readMeta(b, jobID); err != nil {
 			return err
 		}
 		l, err := subBucket(b, jobID, bucketLedger)
 		if err != nil {
 			return err
 		}
+		prev := 0
 		return l.ForEach(func(k, v []byte) error {
 			e, err := decodeLedger(k, v, uint64(len(out))+1)
+			if err == nil {
+				err = checkLedgerRound(e, prev, j.Round)
+			}
 			if err != nil {
 				return fmt.Errorf("storage: job %q ledger %w", jobID, err)
 			}
+			prev = e.Round
 			out = append(out, e)
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, err
+		return Job{}, nil, err
 	}
-	return out, nil
+	return j, out, nil
 }
 
 // decodeLedger decodes one ledger key/value pair that should hold seq want.
@@ -120,4 +156,21 @@ func decodeLedger(k, v []byte, want uint64) (LedgerEntry, error) {
 		return e, fmt.Errorf("seq %d: record says seq %d, event %d bytes: %w", seq, e.Seq, len(e.Event), ErrCorrupt)
 	}
 	return e, nil
+}
+
+// checkLedgerRound checks entry e, which follows an entry of round prev (0
+// for the first), against the invariants AppendLedger keeps for a job at
+// committed round jobRound: 1 ≤ e.Round ≤ jobRound+1 and e.Round ≥ prev.
+// A violation means entries or the job record were damaged or rolled back
+// (e.g. a job record older than its ledger). Errors wrap ErrCorrupt and
+// start with "seq N: ".
+func checkLedgerRound(e LedgerEntry, prev, jobRound int) error {
+	switch {
+	case e.Round < 1 || e.Round > jobRound+1:
+		return fmt.Errorf("seq %d: event of round %d, but the job has committed %d rounds (events are only written for rounds 1 … %d): %w",
+			e.Seq, e.Round, jobRound, jobRound+1, ErrCorrupt)
+	case e.Round < prev:
+		return fmt.Errorf("seq %d: event of round %d after an event of round %d (rounds never decrease): %w", e.Seq, e.Round, prev, ErrCorrupt)
+	}
+	return nil
 }

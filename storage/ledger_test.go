@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func event(round int) json.RawMessage {
@@ -34,6 +36,9 @@ func TestLedgerAppendAndRead(t *testing.T) {
 			t.Fatalf("append %d time %v", r, got.Time)
 		}
 		stored = append(stored, got)
+		if err := db.CommitRound("a", r, metricsFor(r), checkpointFor(r, 4)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Seqs are per job.
 	if got, err := db.AppendLedger("b", LedgerEntry{Round: 1, Event: event(1)}); err != nil || got.Seq != 1 {
@@ -78,6 +83,7 @@ func TestLedgerErrors(t *testing.T) {
 		{Round: 1},
 		{Round: 1, Event: json.RawMessage(`{"z":`)},
 		{Round: -1, Event: event(1)},
+		{Round: 0, Event: event(0)},
 	} {
 		if _, err := db.AppendLedger("j", e); err == nil {
 			t.Errorf("AppendLedger(%+v) accepted", e)
@@ -90,5 +96,75 @@ func TestLedgerErrors(t *testing.T) {
 	wantErr(t, err, ErrConflict, `"j"`)
 	if l, _ := db.Ledger("j"); len(l) != 0 {
 		t.Fatalf("refused appends wrote %d entries", len(l))
+	}
+}
+
+// The ledger is write-ahead for the next round only: an event for any round
+// but Job.Round+1 is refused and writes nothing, while a retry of the
+// uncommitted round (after a crash) is accepted.
+func TestLedgerAppendOnlyForTheNextRound(t *testing.T) {
+	db, _ := openTemp(t)
+	mustCreate(t, db, "j")
+	_, err := db.AppendLedger("j", LedgerEntry{Round: 2, Event: event(2)})
+	wantErr(t, err, ErrConflict, `"j"`, "round 2", "only round 1")
+	for _, r := range []int{1, 1} { // round 1, then its retry after a crash
+		if _, err := db.AppendLedger("j", LedgerEntry{Round: r, Event: event(r)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.CommitRound("j", 1, metricsFor(1), checkpointFor(1, 4)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []int{1, 3} { // a committed round, a round ahead
+		_, err := db.AppendLedger("j", LedgerEntry{Round: r, Event: event(r)})
+		wantErr(t, err, ErrConflict, fmt.Sprintf("round %d", r), "1 rounds are committed", "only round 2")
+	}
+	l, err := db.Ledger("j")
+	if err != nil || len(l) != 2 || l[0].Round != 1 || l[1].Round != 1 {
+		t.Fatalf("ledger %+v, %v; want two events of round 1", l, err)
+	}
+	if err := db.Verify(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An entry whose round breaks the append invariants (after Job.Round+1,
+// or before the previous entry's round) is reported as corrupt, by seq,
+// by Ledger and by Verify: it means the job record or the ledger was
+// rolled back or damaged.
+func TestLedgerRoundInvariants(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(j *bolt.Bucket) error
+		frag   string
+	}{
+		{"round past the next", func(j *bolt.Bucket) error {
+			p, _ := json.Marshal(LedgerEntry{Seq: 4, Round: 5, Event: event(5)})
+			return j.Bucket(bucketLedger).Put(u64(4), frame(p))
+		}, "seq 4: event of round 5, but the job has committed 2 rounds"},
+		{"round going back", func(j *bolt.Bucket) error {
+			p, _ := json.Marshal(LedgerEntry{Seq: 3, Round: 1, Event: event(1)})
+			return j.Bucket(bucketLedger).Put(u64(3), frame(p))
+		}, "seq 3: event of round 1 after an event of round 2"},
+		{"job record rolled back", func(j *bolt.Bucket) error {
+			m, err := readMeta(j, "j")
+			if err != nil {
+				return err
+			}
+			m.Round = 0 // its metrics and checkpoint then break too
+			return putMeta(j, &m)
+		}, "seq 2: event of round 2, but the job has committed 0 rounds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := ledgerDB(t) // rounds 1, 2 committed; events 1, 2, 3
+			rawUpdate(t, path, func(jobs *bolt.Bucket) error { return tc.damage(jobs.Bucket([]byte("j"))) })
+			db := reopen(t, path)
+			l, err := db.Ledger("j")
+			wantErr(t, err, ErrCorrupt, `job "j"`, tc.frag)
+			if l != nil {
+				t.Fatalf("corrupt ledger returned %d entries", len(l))
+			}
+			wantErr(t, db.Verify(), ErrCorrupt, tc.frag)
+		})
 	}
 }

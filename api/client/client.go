@@ -25,7 +25,10 @@ type Client struct {
 }
 
 // New returns a client for the server at base (e.g.
-// "http://127.0.0.1:8080") authenticating with token.
+// "http://127.0.0.1:8080") authenticating with token: the API token for
+// the administrative calls, or a device's credential (from
+// EnrollDevice) for the participate calls of participate.go. Neither
+// opens the other's routes.
 func New(base, token string) *Client {
 	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}}
 }
@@ -158,6 +161,24 @@ func (c *Client) Budget(ctx context.Context, name string) (job.UnitReport, error
 	var rep job.UnitReport
 	err := c.do(ctx, http.MethodGet, "/v1/budgets/"+url.PathEscape(name), nil, &rep)
 	return rep, err
+}
+
+// EnrollDevice enrolls a new device for devices job id and returns its ID
+// and credential. The server keeps only the credential's hash: this is
+// the one time it is shown.
+func (c *Client) EnrollDevice(ctx context.Context, id string) (job.Enrollment, error) {
+	var en job.Enrollment
+	err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/devices", nil, &en)
+	return en, err
+}
+
+// Devices lists the devices enrolled for devices job id, oldest first.
+func (c *Client) Devices(ctx context.Context, id string) ([]job.DeviceInfo, error) {
+	var out struct {
+		Devices []job.DeviceInfo `json:"devices"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/devices", nil, &out)
+	return out.Devices, err
 }
 
 // Wait polls job id every interval until it reaches a terminal state,

@@ -10,6 +10,9 @@ import (
 	"github.com/dpfl/dpfl/secagg"
 )
 
+// The calls in this file are a device's: make their Client with the
+// device's credential (New(base, credential)), not the API token.
+
 // RoundStatus polls the open round of a devices job.
 func (c *Client) RoundStatus(ctx context.Context, jobID string) (job.RoundStatus, error) {
 	var st job.RoundStatus
@@ -17,15 +20,17 @@ func (c *Client) RoundStatus(ctx context.Context, jobID string) (job.RoundStatus
 	return st, err
 }
 
-// Participation is one device's part in one round: the credential that
-// Join returned, used by every later message.
+// Participation is one device's part in one round: the round token that
+// Join returned, which every later message presents next to the device's
+// credential.
 type Participation struct {
 	c    *Client
 	path string
 	Info job.JoinInfo
 }
 
-// Join admits this device to the open round of a devices job.
+// Join admits this device to the open round of a devices job, once per
+// attempt of a round (a second join is a 409 *Error).
 func (c *Client) Join(ctx context.Context, jobID string) (*Participation, error) {
 	p := &Participation{c: c, path: "/v1/jobs/" + url.PathEscape(jobID) + "/participate"}
 	if err := c.do(ctx, http.MethodPost, p.path+"/join", nil, &p.Info); err != nil {

@@ -12,11 +12,16 @@
 //	dpfl-client budget NAME
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
-//	dpfl-client participate --job JOB --data DIR [--rounds N] [--save-inputs DIR]
+//	dpfl-client devices enroll JOB [--json]
+//	dpfl-client devices list JOB
+//	dpfl-client participate JOB --data DIR [--credential C] [--rounds N] [--save-inputs DIR]
 //	dpfl-client rounds JOB [--plot FILE]
 //
 // Every command takes --server (default $DPFL_SERVER, else
-// http://127.0.0.1:8080) and --token (default $DPFL_TOKEN).
+// http://127.0.0.1:8080) and --token (default $DPFL_TOKEN), the API
+// token. participate authenticates with the device's credential instead
+// (--credential, default $DPFL_DEVICE_CREDENTIAL), which 'devices enroll'
+// prints once.
 package main
 
 import (
@@ -50,8 +55,11 @@ commands:
   model     download a job's latest global model (JSON)
   rounds    per-round participation and estimated time on devices; --plot FILE
             draws test accuracy against it (PNG)
+  devices   'devices enroll JOB' enrolls a device for a devices job and prints
+            its credential (once); 'devices list JOB' lists the enrolled devices
   participate  take part in a devices job's rounds as one device with the
-            local data in --data DIR (IDX files), over secure aggregation
+            local data in --data DIR (IDX files), over secure aggregation;
+            authenticates with --credential C (or $DPFL_DEVICE_CREDENTIAL)
 
 common flags: --server URL (or $DPFL_SERVER), --token T (or $DPFL_TOKEN)
 `
@@ -123,6 +131,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return submit(ctx, c, rest, out)
 	case "participate":
 		return participate(ctx, c, rest, out)
+	case "devices":
+		return devices(ctx, c, rest, out)
 	case "rounds":
 		return rounds(ctx, c, rest, out)
 	case "watch":

@@ -25,26 +25,48 @@ import (
 // "already past".
 var stageOrder = []string{job.StageJoin, job.StageShareKeys, job.StageMaskedInput, job.StageUnmask}
 
-// participate is 'dpfl-client participate': one real device that joins a
-// devices job's rounds with its own data, running local training and the
-// client side of secure aggregation over the REST API.
+// participate is 'dpfl-client participate JOB': one real device that
+// joins a devices job's rounds with its own data, running local training
+// and the client side of secure aggregation over the REST API. It
+// authenticates with the device's credential from 'devices enroll', not
+// the API token.
 func participate(ctx context.Context, c *command, args []string, out io.Writer) error {
-	jobID := c.fs.String("job", "", "job ID to take part in (required)")
+	jobID := c.fs.String("job", "", "job ID to take part in (or give it as the argument JOB)")
+	cred := c.fs.String("credential", os.Getenv("DPFL_DEVICE_CREDENTIAL"), "this device's credential from 'dpfl-client devices enroll JOB' (default $DPFL_DEVICE_CREDENTIAL)")
 	dir := c.fs.String("data", "", "directory with this device's train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] (required)")
 	rounds := c.fs.Int("rounds", 0, "stop after taking part in this many rounds (0: until the job ends)")
 	poll := c.fs.Duration("poll", 200*time.Millisecond, "how often to poll the round's stage")
 	save := c.fs.String("save-inputs", "", "directory to write each round's global model and encoded update (for audits)")
+	// Flags may come before or after JOB, as in jobArg.
 	if err := c.fs.Parse(args); err != nil {
 		return err
 	}
-	if *jobID == "" || *dir == "" {
-		return errors.New("participate: --job and --data are required")
+	var pos []string
+	for c.fs.NArg() > 0 {
+		pos = append(pos, c.fs.Arg(0))
+		if err := c.fs.Parse(c.fs.Args()[1:]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(pos) == 1 && (*jobID == "" || *jobID == pos[0]):
+		*jobID = pos[0]
+	case len(pos) > 0:
+		return fmt.Errorf("participate: want one JOB (or --job JOB), got arguments %q", pos)
+	case *jobID == "":
+		return errors.New("participate: which job? give JOB (or --job JOB)")
+	}
+	if *dir == "" {
+		return errors.New("participate: --data is required")
+	}
+	if *cred == "" {
+		return fmt.Errorf("participate: a device credential is required (--credential or $DPFL_DEVICE_CREDENTIAL); an administrator enrolls this device with 'dpfl-client devices enroll %s'", *jobID)
 	}
 	ds, err := loadDeviceData(*dir)
 	if err != nil {
 		return err
 	}
-	cl := c.client()
+	cl := client.New(*c.server, *cred)
 	fmt.Fprintf(out, "device with %d examples joining job %s\n", ds.Len(), *jobID)
 	seen := map[[2]int]bool{}
 	taken := 0

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/fl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 
@@ -39,8 +41,10 @@ const deviceJob = `{
   "eval_every": 1
 }`
 
-// Five dpfl-client participate processes join a devices job; one is
-// SIGKILLed after sending its shares, mid-round. The round completes over
+// An administrator enrolls five devices with 'dpfl-client devices
+// enroll'; five dpfl-client participate processes, each with its own
+// credential, join the devices job; one is SIGKILLed after sending its
+// shares, mid-round. The round completes over
 // the four survivors (the server reconstructs the dead device's pairwise
 // masks from its neighbours' shares), and the released model is exactly
 // the global model plus the survivors' decoded sum over four.
@@ -59,6 +63,14 @@ func TestParticipantsWithDropout(t *testing.T) {
 	}
 
 	const devices, victim = 5, 4
+	creds := make([]string, devices)
+	for i := range creds {
+		creds[i] = enrollCLI(t, s, st.ID).Credential
+	}
+	out, err := exec.Command(clientBin, "devices", "list", st.ID, "--server", s.addr, "--token", "tok").CombinedOutput()
+	if err != nil || strings.Count(string(out), "dev-") != devices || strings.Contains(string(out), creds[0]) {
+		t.Fatalf("devices list: %v\n%s", err, out)
+	}
 	type proc struct {
 		cmd  *exec.Cmd
 		save string
@@ -70,8 +82,18 @@ func TestParticipantsWithDropout(t *testing.T) {
 		dir := t.TempDir()
 		writeDeviceData(t, dir, train, i*50, 50)
 		p := &proc{save: filepath.Join(dir, "sent"), log: &syncLog{}}
-		p.cmd = exec.Command(clientBin, "participate", "--server", s.addr, "--token", "tok",
-			"--job", st.ID, "--data", dir, "--save-inputs", p.save, "--poll", "50ms")
+		// Half take the credential from the environment, half from
+		// --credential; device 0 names the job with --job.
+		args := []string{"participate", st.ID, "--server", s.addr, "--data", dir, "--save-inputs", p.save, "--poll", "50ms"}
+		if i == 0 {
+			args[1] = "--job=" + st.ID
+		}
+		p.cmd = exec.Command(clientBin, args...)
+		p.cmd.Env = append(os.Environ(), "DPFL_TOKEN=", "DPFL_DEVICE_CREDENTIAL="+creds[i])
+		if i%2 == 1 {
+			p.cmd.Env = append(os.Environ(), "DPFL_TOKEN=", "DPFL_DEVICE_CREDENTIAL=")
+			p.cmd.Args = append(p.cmd.Args, "--credential", creds[i])
+		}
 		stdout, _ := p.cmd.StdoutPipe()
 		p.cmd.Stderr = p.cmd.Stdout
 		if err := p.cmd.Start(); err != nil {
@@ -171,6 +193,103 @@ func TestParticipantsWithDropout(t *testing.T) {
 	}
 	if moved < len(want)/2 {
 		t.Fatalf("only %d of %d parameters moved: the round released almost nothing", moved, len(want))
+	}
+}
+
+// enrollCLI enrolls a device for job id with 'dpfl-client devices enroll
+// --json' and the API token.
+func enrollCLI(t *testing.T, s *server, id string) job.Enrollment {
+	t.Helper()
+	out, err := exec.Command(clientBin, "devices", "enroll", id, "--json", "--server", s.addr, "--token", "tok").Output()
+	if err != nil {
+		t.Fatalf("devices enroll: %v\n%s", err, out)
+	}
+	var en job.Enrollment
+	if err := json.Unmarshal(out, &en); err != nil || en.DeviceID == "" || len(en.Credential) != 64 || en.JobID != id {
+		t.Fatalf("devices enroll printed %s (%v)", out, err)
+	}
+	return en
+}
+
+// Devices carry identities, end to end: 'dpfl-client participate' with
+// the API token, with another job's device credential or with none is
+// refused, and a device credential opens no administrative route. Over
+// the Go client, a device joins an attempt once.
+func TestDeviceCredentialsAreScoped(t *testing.T) {
+	needData(t)
+	train, _, err := data.LoadFashionMNIST(data.DefaultFashionMNISTDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeDeviceData(t, dir, train, 0, 20)
+	s := startServer(t, filepath.Join(t.TempDir(), "dpfl.db"), "tok")
+	admin := client.New(s.addr, "tok")
+	ctx := context.Background()
+	a, err := admin.Submit(ctx, []byte(deviceJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := admin.Submit(ctx, []byte(deviceJob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en := enrollCLI(t, s, a.ID)
+
+	participate := func(job, cred string) string {
+		cmd := exec.Command(clientBin, "participate", job, "--server", s.addr, "--data", dir, "--rounds", "1")
+		cmd.Env = append(os.Environ(), "DPFL_TOKEN=tok", "DPFL_DEVICE_CREDENTIAL="+cred)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("participate %s with credential %q succeeded:\n%s", job, cred, out)
+		}
+		return string(out)
+	}
+	if out := participate(a.ID, "tok"); !strings.Contains(out, "401") {
+		t.Errorf("participate with the API token: want 401, got\n%s", out)
+	}
+	if out := participate(b.ID, en.Credential); !strings.Contains(out, "401") {
+		t.Errorf("participate in job B with job A's device: want 401, got\n%s", out)
+	}
+	if out := participate(a.ID, ""); !strings.Contains(out, "credential is required") {
+		t.Errorf("participate without a credential: got\n%s", out)
+	}
+	out, err := exec.Command(clientBin, "list", "--server", s.addr, "--token", en.Credential).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "401") {
+		t.Errorf("list with a device credential: %v\n%s", err, out)
+	}
+
+	dev := client.New(s.addr, en.Credential)
+	var apiErr *client.Error
+	if _, err := dev.Cancel(ctx, a.ID); !errors.As(err, &apiErr) || apiErr.Status != 401 {
+		t.Errorf("a device cancelling its job: %v, want 401", err)
+	}
+	if _, err := admin.Join(ctx, a.ID); !errors.As(err, &apiErr) || apiErr.Status != 401 {
+		t.Errorf("joining with the API token: %v, want 401", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, err := dev.RoundStatus(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Stage == "join" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no round opened: %+v\n%s", st, s.log)
+		}
+	}
+	p, err := dev.Join(ctx, a.ID)
+	if err != nil || p.Info.DeviceID != en.DeviceID {
+		t.Fatalf("join: %+v, %v", p, err)
+	}
+	if _, err := dev.Join(ctx, a.ID); !errors.As(err, &apiErr) || apiErr.Status != 409 || !strings.Contains(apiErr.ErrorBody.Error, "already joined") {
+		t.Errorf("second join in one attempt: %v, want 409", err)
+	}
+	for _, id := range []string{a.ID, b.ID} {
+		if _, err := admin.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

@@ -35,9 +35,11 @@ const (
 	StageUnmask = "unmask"
 )
 
-// ClientTokenHeader carries the per-round credential that join returns;
-// every later message of that device in that round presents it, so one
-// participant cannot speak for another's client ID.
+// ClientTokenHeader carries the per-round token that join returns; every
+// later message of that device in that round presents it next to the
+// device's credential, so one participant cannot speak for another's
+// client ID. The token is bound to the device that joined: another
+// enrolled device presenting it is refused (ErrForbidden).
 const ClientTokenHeader = "X-DPFL-Client-Token"
 
 // RoundStatus is what a participant polls.
@@ -60,11 +62,14 @@ type RoundStatus struct {
 
 // JoinInfo is what a device needs to take part in one round.
 type JoinInfo struct {
-	JobID    string          `json:"job_id"`
+	JobID string `json:"job_id"`
+	// DeviceID is the enrolled device that joined.
+	DeviceID string          `json:"device_id"`
 	Round    int             `json:"round"`
 	Attempt  int             `json:"attempt"`
 	ClientID secagg.ClientID `json:"client_id"`
-	// Token is the device's credential for this round (ClientTokenHeader).
+	// Token is the device's token for this round (ClientTokenHeader),
+	// valid only together with the same device's credential.
 	Token string `json:"token"`
 	// Session binds the protocol instance (secagg.ServerConfig.Session).
 	Session []byte `json:"session"`
@@ -97,6 +102,11 @@ type deviceRound struct {
 	max      int
 	tokens   map[string]secagg.ClientID
 	answered map[string]int // stage → devices whose message was accepted
+	// joined maps the ID of each device that joined this attempt to its
+	// client ID, and owner maps each round token to the device it was
+	// issued to. The first Join makes both.
+	joined map[string]secagg.ClientID
+	owner  map[string]string
 }
 
 func (m *Manager) liveRound(jobID string) *deviceRound {
@@ -144,10 +154,16 @@ func (m *Manager) deviceJob(jobID string) (storage.Job, Spec, error) {
 	return s.Job, s.Spec, nil
 }
 
-// Join admits a device to the open round's join stage and gives it a
-// client ID, a credential and the round's model. ErrConflict when no
-// round is accepting devices or the cohort is full.
-func (m *Manager) Join(jobID string) (JoinInfo, error) {
+// Join admits enrolled device deviceID (see AuthenticateDevice) to the
+// open round's join stage and gives it a client ID, a round token bound
+// to the device, and the round's model. ErrConflict when no round is
+// accepting devices, the cohort is full, or the device already joined
+// this attempt of the round: a device contributes at most once to each
+// attempt's sum.
+func (m *Manager) Join(jobID, deviceID string) (JoinInfo, error) {
+	if deviceID == "" {
+		return JoinInfo{}, fmt.Errorf("%w: joining needs an enrolled device", ErrUnauthorized)
+	}
 	if _, _, err := m.deviceJob(jobID); err != nil {
 		return JoinInfo{}, err
 	}
@@ -160,6 +176,9 @@ func (m *Manager) Join(jobID string) (JoinInfo, error) {
 	if dr.stage != StageJoin {
 		return JoinInfo{}, fmt.Errorf("%w: round %d (attempt %d) is past joining (stage %s)", ErrConflict, dr.round, dr.attempt, dr.stage)
 	}
+	if id, ok := dr.joined[deviceID]; ok {
+		return JoinInfo{}, fmt.Errorf("%w: device %s already joined round %d (attempt %d) as client %d; a device joins each attempt of a round once", ErrConflict, deviceID, dr.round, dr.attempt, id)
+	}
 	if len(dr.tokens) >= dr.max {
 		return JoinInfo{}, fmt.Errorf("%w: round %d is full (%d devices)", ErrConflict, dr.round, dr.max)
 	}
@@ -169,16 +188,21 @@ func (m *Manager) Join(jobID string) (JoinInfo, error) {
 	}
 	tok := hex.EncodeToString(b[:])
 	id := secagg.ClientID(len(dr.tokens) + 1)
+	if dr.joined == nil {
+		dr.joined, dr.owner = map[string]secagg.ClientID{}, map[string]string{}
+	}
 	dr.tokens[tok] = id
+	dr.joined[deviceID], dr.owner[tok] = id, deviceID
 	info := dr.info
-	info.ClientID, info.Token = id, tok
+	info.DeviceID, info.ClientID, info.Token = deviceID, id, tok
 	return info, nil
 }
 
-// DeviceClient returns the client ID that token holds in the job's open
-// round (ok false if none), so that a message refused before it reaches
-// the protocol can still name its sender.
-func (m *Manager) DeviceClient(jobID, token string) (id secagg.ClientID, ok bool) {
+// DeviceClient returns the client ID that token holds for device
+// deviceID in the job's open round (ok false if none, or if the token
+// was issued to another device), so that a message refused before it
+// reaches the protocol can still name its sender.
+func (m *Manager) DeviceClient(jobID, deviceID, token string) (id secagg.ClientID, ok bool) {
 	dr := m.liveRound(jobID)
 	if dr == nil {
 		return 0, false
@@ -186,22 +210,30 @@ func (m *Manager) DeviceClient(jobID, token string) (id secagg.ClientID, ok bool
 	dr.mu.Lock()
 	defer dr.mu.Unlock()
 	id, ok = dr.tokens[token]
-	return id, ok
+	if !ok || dr.owner[token] != deviceID {
+		return 0, false
+	}
+	return id, true
 }
 
-// device finds the round and client ID of a credential and checks that
-// the round is in stage want.
-func (m *Manager) device(jobID, token, want string) (*deviceRound, secagg.ClientID, error) {
+// device finds the round and client ID of device deviceID's round token
+// and checks that the round is in stage want. A token issued to another
+// device is ErrForbidden.
+func (m *Manager) device(jobID, deviceID, token, want string) (*deviceRound, secagg.ClientID, error) {
 	dr := m.liveRound(jobID)
 	if dr == nil {
 		return nil, 0, fmt.Errorf("%w: job %s has no open round", ErrConflict, jobID)
 	}
 	dr.mu.Lock()
 	id, ok := dr.tokens[token]
+	owner := dr.owner[token]
 	stage := dr.stage
 	dr.mu.Unlock()
 	if !ok {
 		return nil, 0, fmt.Errorf("%w: unknown client token for round %d attempt %d of job %s (join this round first)", ErrConflict, dr.round, dr.attempt, jobID)
+	}
+	if owner != deviceID {
+		return nil, 0, fmt.Errorf("%w: the client token of round %d attempt %d was issued to another device, not %s", ErrForbidden, dr.round, dr.attempt, deviceID)
 	}
 	if stage != want {
 		return nil, 0, fmt.Errorf("%w: round %d is in stage %s, not %s", ErrConflict, dr.round, stage, want)
@@ -229,8 +261,8 @@ func (dr *deviceRound) accept(stage string, from, id secagg.ClientID, step func(
 }
 
 // Advertise takes a device's round-0 keys (join stage).
-func (m *Manager) Advertise(jobID, token string, msg secagg.AdvertiseMsg) error {
-	dr, id, err := m.device(jobID, token, StageJoin)
+func (m *Manager) Advertise(jobID, deviceID, token string, msg secagg.AdvertiseMsg) error {
+	dr, id, err := m.device(jobID, deviceID, token, StageJoin)
 	if err != nil {
 		return err
 	}
@@ -238,8 +270,8 @@ func (m *Manager) Advertise(jobID, token string, msg secagg.AdvertiseMsg) error 
 }
 
 // Keys is the device's round-1 input (share_keys stage).
-func (m *Manager) Keys(jobID, token string) (secagg.KeysMsg, error) {
-	dr, id, err := m.device(jobID, token, StageShareKeys)
+func (m *Manager) Keys(jobID, deviceID, token string) (secagg.KeysMsg, error) {
+	dr, id, err := m.device(jobID, deviceID, token, StageShareKeys)
 	if err != nil {
 		return secagg.KeysMsg{}, err
 	}
@@ -247,8 +279,8 @@ func (m *Manager) Keys(jobID, token string) (secagg.KeysMsg, error) {
 }
 
 // ShareKeys takes a device's encrypted shares (share_keys stage).
-func (m *Manager) ShareKeys(jobID, token string, msg secagg.ShareKeysMsg) error {
-	dr, id, err := m.device(jobID, token, StageShareKeys)
+func (m *Manager) ShareKeys(jobID, deviceID, token string, msg secagg.ShareKeysMsg) error {
+	dr, id, err := m.device(jobID, deviceID, token, StageShareKeys)
 	if err != nil {
 		return err
 	}
@@ -256,8 +288,8 @@ func (m *Manager) ShareKeys(jobID, token string, msg secagg.ShareKeysMsg) error 
 }
 
 // Shares is the device's round-2 input (masked_input stage).
-func (m *Manager) Shares(jobID, token string) (secagg.SharesMsg, error) {
-	dr, id, err := m.device(jobID, token, StageMaskedInput)
+func (m *Manager) Shares(jobID, deviceID, token string) (secagg.SharesMsg, error) {
+	dr, id, err := m.device(jobID, deviceID, token, StageMaskedInput)
 	if err != nil {
 		return secagg.SharesMsg{}, err
 	}
@@ -265,8 +297,8 @@ func (m *Manager) Shares(jobID, token string) (secagg.SharesMsg, error) {
 }
 
 // MaskedInput takes a device's masked input (masked_input stage).
-func (m *Manager) MaskedInput(jobID, token string, msg secagg.MaskedInputMsg) error {
-	dr, id, err := m.device(jobID, token, StageMaskedInput)
+func (m *Manager) MaskedInput(jobID, deviceID, token string, msg secagg.MaskedInputMsg) error {
+	dr, id, err := m.device(jobID, deviceID, token, StageMaskedInput)
 	if err != nil {
 		return err
 	}
@@ -274,8 +306,8 @@ func (m *Manager) MaskedInput(jobID, token string, msg secagg.MaskedInputMsg) er
 }
 
 // UnmaskRequest is the device's round-4 input (unmask stage).
-func (m *Manager) UnmaskRequest(jobID, token string) (secagg.UnmaskRequestMsg, error) {
-	dr, id, err := m.device(jobID, token, StageUnmask)
+func (m *Manager) UnmaskRequest(jobID, deviceID, token string) (secagg.UnmaskRequestMsg, error) {
+	dr, id, err := m.device(jobID, deviceID, token, StageUnmask)
 	if err != nil {
 		return secagg.UnmaskRequestMsg{}, err
 	}
@@ -283,8 +315,8 @@ func (m *Manager) UnmaskRequest(jobID, token string) (secagg.UnmaskRequestMsg, e
 }
 
 // Unmask takes a device's unmasking shares (unmask stage).
-func (m *Manager) Unmask(jobID, token string, msg secagg.UnmaskMsg) error {
-	dr, id, err := m.device(jobID, token, StageUnmask)
+func (m *Manager) Unmask(jobID, deviceID, token string, msg secagg.UnmaskMsg) error {
+	dr, id, err := m.device(jobID, deviceID, token, StageUnmask)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package job
 import (
 	crand "crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,64 +11,20 @@ import (
 	"github.com/dpfl/dpfl/storage"
 )
 
-// A simulated DP job over secure aggregation trains like the plain one,
-// and a round that the protocol aborts (cohort below secagg.min_clients)
-// is retried under the same write-ahead ledger event: the ledger holds
-// exactly one event per round however many attempts ran.
-func TestSecureAggregationJobChargesEachRoundOnce(t *testing.T) {
-	m := manager(t)
-	const rounds = 10
-	st := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Rounds = rounds
-		s.SecureAggregation = true
-		// Cohorts are Binomial(300, 0.1), mean 30: about half fall below 31
-		// and abort.
-		s.SecAgg.MinClients = 31
-		s.SecAgg.MaxAttempts = 20
-		s.SecAgg.DropoutRate = 0.05
-	}))
-	if st.State != storage.StateCompleted || st.Round != rounds {
-		t.Fatalf("job ended %s at round %d: %s", st.State, st.Round, st.Message)
-	}
-	met, err := m.Metrics(st.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	retried := 0
-	for _, r := range met {
-		if r.SecAgg == nil || r.SecAgg.Clients < 31 || r.SecAgg.Survivors+r.SecAgg.Dropped != r.SecAgg.Clients {
-			t.Fatalf("round %d: secure aggregation stats %+v", r.Round, r.SecAgg)
-		}
-		if r.SecAgg.Attempt > 1 {
-			retried++
-		}
-	}
-	if retried == 0 {
-		t.Fatalf("no round was retried; P(cohort ≥ 31 in all %d rounds) ≈ 3e-4", rounds)
-	}
-	rep, err := m.Privacy(st.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Events) != rounds {
-		t.Fatalf("%d ledger events for %d rounds (%d retried)", len(rep.Events), rounds, retried)
-	}
-	if st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
-		t.Fatalf("final test metrics %+v, want accuracy ≥ 0.6 as without secure aggregation", st.LatestTest)
-	}
-}
-
-// Messages that do not fit the round are refused with errors that say
-// why, and change nothing.
-func TestDeviceMessagesRefused(t *testing.T) {
-	m := manager(t)
-	spec := small(t, func(s *Spec) {
+// devicesSpec is a one-round devices job of cohort size 3.
+func devicesSpec(t *testing.T) Spec {
+	return small(t, func(s *Spec) {
 		s.Population.Source = "devices"
 		s.Sampling.Scheme = "fixed"
 		s.Sampling.CohortSize = 3
 		s.SecureAggregation = true
 		s.Rounds = 1
 	})
+}
+
+// openRound submits spec and waits until its first round accepts joins.
+func openRound(t *testing.T, m *Manager, spec Spec) string {
+	t.Helper()
 	j, err := m.Submit(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -78,13 +35,120 @@ func TestDeviceMessagesRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		if st.Stage == StageJoin {
-			break
+			return j.ID
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no round opened: %+v", st)
 		}
 	}
-	info, err := m.Join(j.ID)
+}
+
+// enroll enrolls a device for job id and authenticates it.
+func enroll(t *testing.T, m *Manager, id string) (deviceID, credential string) {
+	t.Helper()
+	en, err := m.Enroll(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := m.AuthenticateDevice(id, en.Credential)
+	if err != nil || dev != en.DeviceID {
+		t.Fatalf("authenticating a fresh enrolment: %q, %v; want %q", dev, err, en.DeviceID)
+	}
+	return en.DeviceID, en.Credential
+}
+
+// Only enrolled devices of a job authenticate to it; each joins an
+// attempt once; a round token serves only the device it was issued to.
+func TestDeviceEnrollmentAndJoin(t *testing.T) {
+	m := manager(t)
+	a := openRound(t, m, devicesSpec(t))
+	b := openRound(t, m, devicesSpec(t))
+	dev1, cred1 := enroll(t, m, a)
+	dev2, _ := enroll(t, m, a)
+	if len(cred1) != 2*CredentialBytes || dev1 == dev2 {
+		t.Fatalf("enrolment: device %s credential %q, second device %s", dev1, cred1, dev2)
+	}
+	ds, err := m.Devices(a)
+	if err != nil || len(ds) != 2 || ds[0].DeviceID != dev1 || ds[1].DeviceID != dev2 || ds[0].EnrolledAt.IsZero() {
+		t.Fatalf("devices of job a: %+v, %v", ds, err)
+	}
+	if ds, err := m.Devices(b); err != nil || len(ds) != 0 {
+		t.Fatalf("devices of job b: %+v, %v", ds, err)
+	}
+
+	flip := map[bool]string{true: "1", false: "0"}[cred1[len(cred1)-1] == '0']
+	wrong := cred1[:len(cred1)-1] + flip
+	for what, c := range map[string]struct{ job, cred string }{
+		"another job's device":   {b, cred1},
+		"a wrong credential":     {a, wrong},
+		"a malformed credential": {a, "not-hex"},
+		"no credential":          {a, ""},
+		"an unknown job":         {"job-nope", cred1},
+	} {
+		if dev, err := m.AuthenticateDevice(c.job, c.cred); !errors.Is(err, ErrUnauthorized) {
+			t.Errorf("%s: device %q, %v; want ErrUnauthorized", what, dev, err)
+		}
+	}
+
+	info, err := m.Join(a, dev1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.DeviceID != dev1 || info.ClientID != 1 {
+		t.Fatalf("join: %+v", info)
+	}
+	if _, err := m.Join(a, dev1); !errors.Is(err, ErrConflict) || !strings.Contains(err.Error(), "already joined") {
+		t.Fatalf("second join of one attempt: %v, want ErrConflict saying so", err)
+	}
+	if _, err := m.Join(a, ""); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("join without a device: %v, want ErrUnauthorized", err)
+	}
+	_, adv, err := secagg.NewClient(info.ClientID, info.Session, crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Advertise(a, dev2, info.Token, adv); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("device 2 with device 1's round token: %v, want ErrForbidden", err)
+	}
+	if _, ok := m.DeviceClient(a, dev2, info.Token); ok {
+		t.Fatal("DeviceClient names device 1's client for device 2")
+	}
+	if st, _ := m.DeviceRound(a); st.Joined != 0 {
+		t.Fatalf("a refused advertisement counted: %+v", st)
+	}
+	if err := m.Advertise(a, dev1, info.Token, adv); err != nil {
+		t.Fatal(err)
+	}
+	info2, err := m.Join(a, dev2)
+	if err != nil || info2.ClientID != 2 {
+		t.Fatalf("device 2 joins: %+v, %v", info2, err)
+	}
+
+	sim, err := m.Submit(small(t, func(s *Spec) { s.Rounds = 1 }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Enroll(sim.ID); !errors.Is(err, ErrConflict) {
+		t.Fatalf("enrolling for a simulated job: %v, want ErrConflict", err)
+	}
+	if _, err := m.Enroll("job-nope"); !errors.Is(err, storage.ErrNotFound) {
+		t.Fatalf("enrolling for an unknown job: %v, want ErrNotFound", err)
+	}
+	if _, err := m.Cancel(b); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Enroll(b); !errors.Is(err, ErrConflict) {
+		t.Fatalf("enrolling for a cancelled job: %v, want ErrConflict", err)
+	}
+}
+
+// Messages that do not fit the round are refused with errors that say
+// why, and change nothing.
+func TestDeviceMessagesRefused(t *testing.T) {
+	m := manager(t)
+	id := openRound(t, m, devicesSpec(t))
+	dev, _ := enroll(t, m, id)
+	info, err := m.Join(id, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,35 +162,35 @@ func TestDeviceMessagesRefused(t *testing.T) {
 	forged := adv
 	forged.From = 2
 	var pe *secagg.PeerError
-	if err := m.Advertise(j.ID, info.Token, forged); !errors.As(err, &pe) || pe.Client != 1 {
+	if err := m.Advertise(id, dev, info.Token, forged); !errors.As(err, &pe) || pe.Client != 1 {
 		t.Fatalf("advertise signed as another client: %v, want a PeerError naming client 1", err)
 	}
-	if err := m.Advertise(j.ID, "not-a-token", adv); !errors.Is(err, ErrConflict) {
+	if err := m.Advertise(id, dev, "not-a-token", adv); !errors.Is(err, ErrConflict) {
 		t.Fatalf("unknown token: %v, want ErrConflict", err)
 	}
-	if _, err := m.Keys(j.ID, info.Token); !errors.Is(err, ErrConflict) {
+	if _, err := m.Keys(id, dev, info.Token); !errors.Is(err, ErrConflict) {
 		t.Fatalf("keys during the join stage: %v, want ErrConflict", err)
 	}
-	if err := m.Advertise(j.ID, info.Token, adv); err != nil {
+	if err := m.Advertise(id, dev, info.Token, adv); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Advertise(j.ID, info.Token, adv); err == nil {
+	if err := m.Advertise(id, dev, info.Token, adv); err == nil {
 		t.Fatal("a replayed advertisement was accepted")
 	}
-	if st, _ := m.DeviceRound(j.ID); st.Joined != 1 {
+	if st, _ := m.DeviceRound(id); st.Joined != 1 {
 		t.Fatalf("after one advertisement and two refused: %d joined", st.Joined)
 	}
 	sim, err := m.Submit(small(t, func(s *Spec) { s.Rounds = 1 }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Join(sim.ID); !errors.Is(err, ErrConflict) {
+	if _, err := m.Join(sim.ID, dev); !errors.Is(err, ErrConflict) {
 		t.Fatalf("joining a simulated job: %v, want ErrConflict", err)
 	}
-	if _, err := m.Cancel(j.ID); err != nil {
+	if _, err := m.Cancel(id); err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := m.DeviceRound(j.ID); st.Stage != StageWaiting || st.State != storage.StateCancelled {
+	if st, _ := m.DeviceRound(id); st.Stage != StageWaiting || st.State != storage.StateCancelled {
 		t.Fatalf("after cancel: %+v", st)
 	}
 }

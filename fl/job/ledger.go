@@ -1,6 +1,8 @@
 package job
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/dpfl/dpfl/accounting"
@@ -21,14 +23,19 @@ type ledgerState struct {
 }
 
 // openLedger rebuilds the job's privacy spend from its stored ledger,
-// wasted write-ahead events of crashed rounds included.
+// wasted write-ahead events of interrupted rounds included. A ledger that
+// does not hold an event for every committed round (checkLedger) is an
+// error naming the job, its committed rounds and the events found: the job
+// must not run on a spend that under-counts.
 func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
 	ev := roundEvent(spec)
 	raw, err := accounting.MarshalEvent(ev)
 	if err != nil {
 		return nil, err
 	}
-	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, delta: spec.DP.Delta}
+	// The job's ε (and its budget check) is at the δ its privacy report
+	// uses: δ less what secure aggregation's aborts cost.
+	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, delta: spec.DP.AccountingDelta()}
 	if l.events, err = ledgerEvents(m.db, jobID); err != nil {
 		return nil, err
 	}
@@ -38,9 +45,14 @@ func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
 	return l, l.project()
 }
 
+// ledgerEvents reads a DP job's ledger, checks it against the job's
+// committed rounds (checkLedger) in the same read, and decodes its events.
 func ledgerEvents(db *storage.DB, jobID string) ([]accounting.Event, error) {
-	entries, err := db.Ledger(jobID)
+	j, entries, err := db.JobLedger(jobID)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkLedger(j, entries); err != nil {
 		return nil, err
 	}
 	events := make([]accounting.Event, len(entries))
@@ -50,6 +62,86 @@ func ledgerEvents(db *storage.DB, jobID string) ([]accounting.Event, error) {
 		}
 	}
 	return events, nil
+}
+
+// errLedgerShort: a DP job's ledger lacks the event of a committed round.
+// It wraps storage.ErrCorrupt.
+var errLedgerShort = fmt.Errorf("ledger lost events: %w", storage.ErrCorrupt)
+
+// checkLedger checks a DP job's ledger against its committed rounds j.Round.
+// Each round's event is appended (write-ahead) before the round runs, and
+// storage refuses an event for any round but Job.Round+1, so the entries'
+// rounds run 1, …, j.Round or 1, …, j.Round+1, each round once or, when
+// interrupted, more than once: there are never fewer events than committed
+// rounds. A ledger that holds fewer, skips a round or stops short of
+// j.Round has lost entries (a truncated tail, or a job record from a later
+// state than its ledger), and its spend would be under-counted. The error
+// wraps errLedgerShort (so storage.ErrCorrupt) and names the job, the
+// committed rounds and the events found. Extra events (extraEvents) are
+// not an error: they over-count, as the write-ahead rule intends.
+func checkLedger(j storage.Job, entries []storage.LedgerEntry) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("job %s: privacy ledger holds %d events for %d committed rounds: %s: %w",
+			j.ID, len(entries), j.Round, fmt.Sprintf(format, a...), errLedgerShort)
+	}
+	if len(entries) < j.Round {
+		return bad("committed rounds without an event: at least %d (each round writes its event before it runs, so there are never fewer events than committed rounds)", j.Round-len(entries))
+	}
+	prev := 0
+	for _, e := range entries {
+		if e.Round != prev && e.Round != prev+1 {
+			return bad("entry seq %d is of round %d after round %d, so round %d has no event", e.Seq, e.Round, prev, prev+1)
+		}
+		prev = e.Round
+	}
+	if prev < j.Round {
+		return bad("the last event is of round %d, so rounds %d … %d have none", prev, prev+1, j.Round)
+	}
+	return nil
+}
+
+// extraEvents is the number of events in a DP job's ledger beyond one per
+// committed round: write-ahead events of round attempts that did not
+// commit. Every interruption of a running round (the server killed or
+// stopped, the job cancelled or failed, after the event and before the
+// commit) leaves at most one, so extraEvents is at most the number of
+// interruptions. They are charged, since the round may have released its
+// noisy aggregate before it was cut short. events is the length of the
+// job's ledger and committed its Job.Round; the result is never negative.
+func extraEvents(events, committed int) int {
+	return max(0, events-committed)
+}
+
+// VerifyLedgers checks, for every job trained with DP, that its ledger
+// holds an event for every committed round (checkLedger) and decodes, and
+// that the privacy unit it names exists. dpfl-server runs it at start,
+// after storage.DB.VerifyWith; it reads every DP job's ledger once. The
+// result is nil or the joined errors, one per job, each naming the job.
+func (m *Manager) VerifyLedgers() error {
+	jobs, err := m.db.Jobs()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, j := range jobs {
+		var s Spec
+		if err := json.Unmarshal(j.Config, &s); err != nil {
+			errs = append(errs, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err))
+			continue
+		}
+		if !s.DP.Enabled {
+			continue
+		}
+		if _, err := ledgerEvents(m.db, j.ID); err != nil {
+			errs = append(errs, err)
+		}
+		if name := s.DP.PrivacyUnit; name != "" {
+			if _, err := m.db.Unit(name); err != nil {
+				errs = append(errs, fmt.Errorf("job %s is charged to privacy unit %q: %w", j.ID, name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // project computes the report with one more round recorded.

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/storage"
 )
 
 // ErrBudget: a job does not fit in what is left of its privacy unit's
-// budget. The message names the remaining ε.
+// budget once the unit's spent events and its running jobs' reserved
+// rounds are counted. The message names the remaining ε.
 var ErrBudget = errors.New("privacy budget exceeded")
 
 // CreateUnit creates a privacy unit: a named budget (ε_max, δ) shared by
@@ -34,85 +36,268 @@ func (m *Manager) CreateUnit(name string, epsilon, delta float64) (storage.Unit,
 	return m.db.Unit(name)
 }
 
-// UnitReport is a privacy unit's budget, the jobs charged to it and its
-// spend over all their ledgers.
+// UnitReport is a privacy unit's budget, the jobs charged to it, its spend
+// over all their ledgers and what its running jobs have reserved.
 type UnitReport struct {
 	storage.Unit
+	// Adjacency is the neighbouring relation the unit's ε is stated under,
+	// AdjacencyAddRemove or AdjacencyReplaceOne: that of its first job,
+	// which every later job must share. "" until a job is admitted.
+	Adjacency string `json:"adjacency"`
+	// Jobs are the IDs of the DP jobs charged to the unit, oldest first.
 	Jobs []string `json:"jobs"`
 	// Events is the number of ledger events over all the unit's jobs.
-	Events     int                `json:"events"`
+	Events int `json:"events"`
+	// ExtraEvents is how many of Events are beyond one per committed
+	// round: write-ahead events of rounds that did not commit (at most one
+	// per interruption of a running round; docs/auditing.md) and of
+	// rounds running now. They are charged.
+	ExtraEvents int `json:"extra_events"`
+	// Epsilon is ε at the unit's δ over the Events (absent with none),
+	// from Accountant; Accounting holds both accountants' estimates.
 	Epsilon    *float64           `json:"epsilon,omitempty"`
 	Accountant string             `json:"accountant,omitempty"`
 	Accounting *accounting.Report `json:"accounting,omitempty"`
-	Remaining  float64            `json:"remaining"`
+	// Remaining is ε_max − Epsilon: the budget not yet spent.
+	Remaining float64 `json:"remaining"`
+	// Running is the number of the unit's jobs that have not ended
+	// (admitted submissions not yet stored included); ReservedRounds is
+	// the rounds they have yet to run, each reserved at the job's round
+	// event.
+	Running        int `json:"running"`
+	ReservedRounds int `json:"reserved_rounds"`
+	// Committed is ε at the unit's δ over the Events and the reserved
+	// rounds: the position a new job is admitted against (absent when
+	// nothing is spent or reserved). Available is ε_max − Committed, the
+	// most a new job can be admitted for.
+	Committed *float64 `json:"committed_epsilon,omitempty"`
+	Available float64  `json:"available"`
+	// Note, when set, says why the unit's ε is not a proven bound.
+	Note string `json:"note,omitempty"`
 }
 
 // Unit reports privacy unit name.
 func (m *Manager) Unit(name string) (UnitReport, error) {
-	u, err := m.db.Unit(name)
-	if err != nil {
-		return UnitReport{}, err
-	}
 	m.unitMu.Lock()
-	events, jobs, err := m.unitEvents(name)
+	pos, err := m.unitPosition(name)
 	m.unitMu.Unlock()
 	if err != nil {
 		return UnitReport{}, err
 	}
-	rep := UnitReport{Unit: u, Jobs: jobs, Events: len(events), Remaining: u.EpsilonBudget}
-	if len(events) == 0 {
-		return rep, nil
+	u := pos.unit
+	rep := UnitReport{
+		Unit: u, Adjacency: pos.adjacency, Jobs: pos.jobs, Events: len(pos.spent), ExtraEvents: pos.extra,
+		Remaining: u.EpsilonBudget, Running: pos.running, ReservedRounds: pos.reservedRounds, Available: u.EpsilonBudget,
 	}
-	acc, err := accounting.Account(events, u.Delta)
-	if err != nil {
-		return rep, err
+	if len(pos.mixed) > 0 {
+		rep.Note = mixedNote(name, pos)
 	}
-	rep.Accounting, rep.Epsilon, rep.Accountant = &acc, acc.Best.Epsilon, acc.Best.Accountant
-	rep.Remaining = u.EpsilonBudget - acc.Epsilon()
+	if len(pos.spent) > 0 {
+		acc, err := accounting.Account(pos.spent, u.Delta)
+		if err != nil {
+			return rep, err
+		}
+		rep.Accounting, rep.Epsilon, rep.Accountant = &acc, acc.Best.Epsilon, acc.Best.Accountant
+		rep.Remaining = u.EpsilonBudget - acc.Epsilon()
+	}
+	if committed := pos.committed(); len(committed) > 0 {
+		acc, err := accounting.Account(committed, u.Delta)
+		if err != nil {
+			return rep, err
+		}
+		c := acc.Epsilon()
+		rep.Committed, rep.Available = &c, u.EpsilonBudget-c
+	}
 	return rep, nil
 }
 
-// unitEvents returns the cached events of every job on unit name, loading
-// them from the jobs' ledgers on first use. m.unitMu must be held.
-func (m *Manager) unitEvents(name string) ([]accounting.Event, []string, error) {
-	if c, ok := m.units[name]; ok {
-		return c.events, c.jobs, nil
-	}
-	jobs, err := m.db.Jobs()
-	if err != nil {
-		return nil, nil, err
-	}
-	c := &unitCache{jobs: []string{}}
-	for _, j := range jobs {
-		var s Spec
-		if err := json.Unmarshal(j.Config, &s); err != nil {
-			return nil, nil, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err)
-		}
-		if !s.DP.Enabled || s.DP.PrivacyUnit != name {
-			continue
-		}
-		ev, err := ledgerEvents(m.db, j.ID)
-		if err != nil {
-			return nil, nil, err
-		}
-		c.events = append(c.events, ev...)
-		c.jobs = append(c.jobs, j.ID)
-	}
-	m.units[name] = c
-	return c.events, c.jobs, nil
-}
-
+// unitCache is what the manager keeps of a privacy unit between calls,
+// under m.unitMu: the events of its jobs' ledgers, loaded once and then
+// extended by charge (the only writer of those ledgers), and the
+// admissions whose jobs Submit has not stored yet.
 type unitCache struct {
 	events []accounting.Event
-	jobs   []string
+	// count is the number of events of each job in events.
+	count map[string]int
+	// pending are admitted submissions not yet seen as stored jobs.
+	pending []*admission
 }
 
-// joinUnit gives a job on a privacy unit the unit's δ; an unknown unit is
-// a *ValidationError.
+// admission is a job admitted to a unit that may not be stored yet. Submit
+// stores the job right after admitToUnit returns; until the job shows up
+// in the store, its whole plan stays reserved here, so that two concurrent
+// submissions cannot both take the unit's last ε. The job has shown up
+// when the unit has a stored job that was not there at admission with the
+// same round event and rounds, and so the same reservation (two such
+// admissions are interchangeable). An admission whose job never appears
+// (the store refused it) lapses after admissionTTL.
+type admission struct {
+	known     map[string]bool // the unit's stored jobs at admission
+	event     accounting.Event
+	key       string // MarshalEvent(event)
+	rounds    int
+	adjacency string
+	expires   time.Time
+}
+
+// admissionTTL bounds how long an admission whose job was never stored
+// keeps its reservation. Submit stores a job within one bbolt transaction
+// of admitting it.
+const admissionTTL = 2 * time.Minute
+
+// unitJob is a stored DP job charged to a unit.
+type unitJob struct {
+	job  storage.Job
+	spec Spec
+}
+
+// position is a privacy unit's committed position, computed from stored
+// state (the unit record, job specs, states and rounds, and ledgers) plus
+// the admissions not yet stored, so a restarted server sees the same one.
+type position struct {
+	unit storage.Unit
+	// stored are the unit's DP jobs, oldest first; jobs their IDs.
+	stored []unitJob
+	jobs   []string
+	// spent is every event of their ledgers.
+	spent []accounting.Event
+	// reserved holds, per job that has not ended and per pending
+	// admission, SelfComposed(round event, rounds it has yet to run).
+	reserved       []accounting.Event
+	reservedRounds int
+	running        int
+	// adjacency is the first job's relation; mixed lists the jobs whose
+	// relation differs from it.
+	adjacency string
+	mixed     []string
+	// extra counts the ledger events of rounds that did not commit.
+	extra int
+}
+
+// committed is the event list of the position: spent, then reserved.
+func (p position) committed() []accounting.Event {
+	return append(p.spent[:len(p.spent):len(p.spent)], p.reserved...)
+}
+
+// unitPosition computes unit name's position. m.unitMu must be held.
+//
+// A job that has not ended (running, or pending) reserves its remaining
+// rounds, Spec.Rounds − Job.Round, at its round event. While a round runs,
+// its write-ahead event is already in the ledger and the round is still
+// counted as remaining, so the position over-counts by one event per
+// running round: exactly the event an interruption of that round would
+// waste. A job that ends for any reason (completed, cancelled, failed,
+// budget_exhausted) stops reserving, which releases what it did not spend.
+func (m *Manager) unitPosition(name string) (position, error) {
+	u, err := m.db.Unit(name)
+	if err != nil {
+		return position{}, err
+	}
+	jobs, err := m.unitJobs(name)
+	if err != nil {
+		return position{}, err
+	}
+	c, err := m.unitCache(name, jobs)
+	if err != nil {
+		return position{}, err
+	}
+	p := position{unit: u, stored: jobs, jobs: []string{}, spent: c.events}
+	for _, uj := range jobs {
+		j, s := uj.job, uj.spec
+		p.jobs = append(p.jobs, j.ID)
+		p.extra += extraEvents(c.count[j.ID], j.Round)
+		if adj := s.Adjacency(); p.adjacency == "" {
+			p.adjacency = adj
+		} else if adj != p.adjacency {
+			p.mixed = append(p.mixed, j.ID)
+		}
+		if j.State.Terminal() {
+			continue
+		}
+		p.running++
+		if left := s.Rounds - j.Round; left > 0 {
+			p.reserved = append(p.reserved, accounting.SelfComposed{Event: roundEvent(s), Count: left})
+			p.reservedRounds += left
+		}
+	}
+	// Admissions whose jobs are now stored are counted above; drop them,
+	// and the lapsed ones. The rest reserve their whole plan.
+	claimed := map[string]bool{}
+	now := time.Now()
+	c.pending = slices.DeleteFunc(c.pending, func(a *admission) bool {
+		for _, uj := range jobs {
+			id := uj.job.ID
+			if claimed[id] || a.known[id] || uj.spec.Rounds != a.rounds {
+				continue
+			}
+			if key, err := accounting.MarshalEvent(roundEvent(uj.spec)); err == nil && string(key) == a.key {
+				claimed[id] = true
+				return true
+			}
+		}
+		return now.After(a.expires)
+	})
+	for _, a := range c.pending {
+		if p.adjacency == "" {
+			p.adjacency = a.adjacency
+		}
+		p.running++
+		p.reserved = append(p.reserved, accounting.SelfComposed{Event: a.event, Count: a.rounds})
+		p.reservedRounds += a.rounds
+	}
+	return p, nil
+}
+
+// unitCache returns unit name's cache, loading the ledgers of its DP jobs
+// on first use; a ledger that does not cover its job's committed rounds
+// (checkLedger) is an error naming the job. m.unitMu must be held.
+func (m *Manager) unitCache(name string, jobs []unitJob) (*unitCache, error) {
+	if c, ok := m.units[name]; ok {
+		return c, nil
+	}
+	c := &unitCache{count: map[string]int{}}
+	for _, uj := range jobs {
+		ev, err := ledgerEvents(m.db, uj.job.ID)
+		if err != nil {
+			return nil, fmt.Errorf("privacy unit %q: %w", name, err)
+		}
+		c.events = append(c.events, ev...)
+		c.count[uj.job.ID] = len(ev)
+	}
+	m.units[name] = c
+	return c, nil
+}
+
+// unitJobs lists the stored DP jobs charged to unit name, oldest first.
+func (m *Manager) unitJobs(name string) ([]unitJob, error) {
+	all, err := m.db.Jobs()
+	if err != nil {
+		return nil, err
+	}
+	var jobs []unitJob
+	for _, j := range all {
+		var s Spec
+		if err := json.Unmarshal(j.Config, &s); err != nil {
+			return nil, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err)
+		}
+		if s.DP.Enabled && s.DP.PrivacyUnit == name {
+			jobs = append(jobs, unitJob{job: j, spec: s})
+		}
+	}
+	return jobs, nil
+}
+
+// joinUnit gives a job on a privacy unit the unit's δ. An unknown unit, or
+// a job without DP naming one (it would never be charged), is a
+// *ValidationError on dp.privacy_unit.
 func (m *Manager) joinUnit(spec *Spec) error {
 	name := spec.DP.PrivacyUnit
-	if !spec.DP.Enabled || name == "" {
+	if name == "" {
 		return nil
+	}
+	if !spec.DP.Enabled {
+		return &ValidationError{Field: "dp.privacy_unit", Rule: fmt.Sprintf(
+			"a job without differential privacy (dp.enabled false) releases its results without noise and cannot be charged to privacy unit %q; enable DP or leave privacy_unit empty", name)}
 	}
 	u, err := m.db.Unit(name)
 	if errors.Is(err, storage.ErrNotFound) {
@@ -125,47 +310,105 @@ func (m *Manager) joinUnit(spec *Spec) error {
 	return nil
 }
 
-// admitToUnit checks, at submission, that the job's full planned spend fits
-// in what is left of its unit's budget. Jobs admitted together can still
-// exhaust a unit; the per-round check in charge then stops the later one.
+// admitToUnit admits a job to its privacy unit at submission, reserving
+// the job's whole planned spend. The job must share the unit's adjacency
+// (a *ValidationError on dp.privacy_unit otherwise), and the unit's
+// position (unitPosition: spent events plus its running jobs' remaining
+// rounds) plus SelfComposed(roundEvent(spec), spec.Rounds) must stay
+// within ε_max at the unit's δ; otherwise the error wraps ErrBudget and
+// names the remaining ε. Check and reservation happen under m.unitMu, so
+// concurrent submissions cannot both take the unit's last ε.
 func (m *Manager) admitToUnit(spec Spec) error {
 	name := spec.DP.PrivacyUnit
-	if !spec.DP.Enabled || name == "" {
+	if name == "" {
 		return nil
 	}
-	u, err := m.db.Unit(name)
-	if err != nil {
-		return err
+	if !spec.DP.Enabled { // joinUnit refuses it first
+		return &ValidationError{Field: "dp.privacy_unit", Rule: "a job without differential privacy cannot be charged to a privacy unit"}
 	}
 	m.unitMu.Lock()
 	defer m.unitMu.Unlock()
-	events, _, err := m.unitEvents(name)
+	pos, err := m.unitPosition(name)
 	if err != nil {
 		return err
 	}
-	spent, err := accounting.Account(events, u.Delta)
+	u := pos.unit
+	if len(pos.mixed) > 0 {
+		return &ValidationError{Field: "dp.privacy_unit", Rule: mixedNote(name, pos) + "; it admits no more jobs"}
+	}
+	adj := spec.Adjacency()
+	if pos.adjacency != "" && adj != pos.adjacency {
+		return &ValidationError{Field: "dp.privacy_unit", Rule: fmt.Sprintf(
+			"privacy unit %q states its ε under %s adjacency, fixed by its first job, but this job's is %s (%s); guarantees under different neighbouring relations do not compose into one ε, so charge the job to a unit of its own",
+			name, pos.adjacency, adj, adjacencyOf(spec))}
+	}
+	ev := roundEvent(spec)
+	committed := pos.committed()
+	before, err := epsilonOf(committed, u.Delta)
 	if err != nil {
 		return err
 	}
-	planned := append(events[:len(events):len(events)], accounting.SelfComposed{Event: roundEvent(spec), Count: spec.Rounds})
-	after, err := accounting.Account(planned, u.Delta)
+	after, err := epsilonOf(append(committed, accounting.SelfComposed{Event: ev, Count: spec.Rounds}), u.Delta)
 	if err != nil {
 		return err
 	}
-	if after.Epsilon() > u.EpsilonBudget {
-		return fmt.Errorf("%w: privacy unit %q has ε_max = %g at δ = %g and has spent ε = %.4g (remaining %.4g); this job's %d rounds would raise it to %.4g",
-			ErrBudget, name, u.EpsilonBudget, u.Delta, spent.Epsilon(), u.EpsilonBudget-spent.Epsilon(), spec.Rounds, after.Epsilon())
+	if after > u.EpsilonBudget {
+		spent, err := epsilonOf(pos.spent, u.Delta)
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: privacy unit %q has ε_max = %g at δ = %g; it has spent ε = %.4g over %d events and its %d running jobs reserve %d more rounds, which commits ε = %.4g (remaining %.4g); this job's %d rounds would raise it to %.4g",
+			ErrBudget, name, u.EpsilonBudget, u.Delta, spent, len(pos.spent), pos.running, pos.reservedRounds, before, u.EpsilonBudget-before, spec.Rounds, after)
 	}
+	key, err := accounting.MarshalEvent(ev)
+	if err != nil {
+		return err
+	}
+	a := &admission{known: map[string]bool{}, event: ev, key: string(key), rounds: spec.Rounds, adjacency: adj, expires: time.Now().Add(admissionTTL)}
+	for _, uj := range pos.stored {
+		a.known[uj.job.ID] = true
+	}
+	c := m.units[name] // unitPosition loaded it
+	c.pending = append(c.pending, a)
 	return nil
+}
+
+// epsilonOf is ε at delta over events (0 for none).
+func epsilonOf(events []accounting.Event, delta float64) (float64, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	r, err := accounting.Account(events, delta)
+	return r.Epsilon(), err
+}
+
+// adjacencyOf says which part of spec sets its adjacency.
+func adjacencyOf(spec Spec) string {
+	switch {
+	case spec.Population.Source == "devices":
+		return "devices join of their own accord: replace-one"
+	case spec.Sampling.Scheme == "fixed":
+		return "a fixed cohort is sampling without replacement: replace-one"
+	}
+	return "Poisson sampling: add/remove-one"
+}
+
+// mixedNote explains a unit whose jobs (admitted before adjacency was
+// checked) use both neighbouring relations.
+func mixedNote(name string, pos position) string {
+	return fmt.Sprintf("privacy unit %q holds jobs under both neighbouring relations (the first is %s; %v are not), whose guarantees do not compose: its ε is not a proven bound",
+		name, pos.adjacency, pos.mixed)
 }
 
 // charge records round r's DP event write-ahead, after checking the job's
 // own budget and its unit's. It returns a non-empty reason when the round
-// must not run.
+// must not run. The unit check is on the events actually spent: the job's
+// rounds were reserved at admission, so it fails only when interruptions
+// wasted events beyond the reservations.
 func (m *Manager) charge(l *ledgerState, spec Spec, r int) (stop string, err error) {
 	if next := l.next.Epsilon(); spec.DP.EpsilonBudget > 0 && next > spec.DP.EpsilonBudget {
 		return fmt.Sprintf("round %d would raise ε from %.4g to %.4g at δ=%g, past the budget ε_max=%g; %d rounds completed",
-			r, l.current.Epsilon(), next, spec.DP.Delta, spec.DP.EpsilonBudget, r-1), nil
+			r, l.current.Epsilon(), next, l.delta, spec.DP.EpsilonBudget, r-1), nil
 	}
 	name := spec.DP.PrivacyUnit
 	if name == "" {
@@ -179,11 +422,17 @@ func (m *Manager) charge(l *ledgerState, spec Spec, r int) (stop string, err err
 	if err != nil {
 		return "", err
 	}
-	events, _, err := m.unitEvents(name)
-	if err != nil {
-		return "", err
+	c, ok := m.units[name]
+	if !ok {
+		jobs, err := m.unitJobs(name)
+		if err != nil {
+			return "", err
+		}
+		if c, err = m.unitCache(name, jobs); err != nil {
+			return "", err
+		}
 	}
-	rep, err := accounting.Account(append(events[:len(events):len(events)], l.event), u.Delta)
+	rep, err := accounting.Account(append(c.events[:len(c.events):len(c.events)], l.event), u.Delta)
 	if err != nil {
 		return "", err
 	}
@@ -194,10 +443,7 @@ func (m *Manager) charge(l *ledgerState, spec Spec, r int) (stop string, err err
 	if err := l.append(r); err != nil {
 		return "", err
 	}
-	c := m.units[name]
 	c.events = append(c.events, l.event)
-	if !slices.Contains(c.jobs, l.jobID) {
-		c.jobs = append(c.jobs, l.jobID)
-	}
+	c.count[l.jobID]++
 	return "", nil
 }

@@ -1,11 +1,19 @@
 package job
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/fl"
+	"github.com/dpfl/dpfl/fl/model"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -66,5 +74,270 @@ func TestPrivacyUnitSharesBudget(t *testing.T) {
 	m2 := NewManager(m.db, Options{DataDir: m.dataDir, Logger: m.log})
 	if rep2, err := m2.Unit("fmnist"); err != nil || rep2.Events != 15 {
 		t.Fatalf("after restart: %+v, %v", rep2, err)
+	}
+}
+
+// unitEvent is the round event of small(): Poisson q = 0.1, z = 1.
+var unitEvent = accounting.PoissonSampled{SamplingProbability: 0.1, Event: accounting.Gaussian{NoiseMultiplier: 1}}
+
+// epsAfter is ε at δ = 1e-6 after n rounds of small().
+func epsAfter(t *testing.T, n int) float64 {
+	t.Helper()
+	r, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: unitEvent, Count: n}}, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Epsilon()
+}
+
+// unitFor15 creates privacy unit name with room for exactly 15 rounds of
+// small() at δ = 1e-6, and returns a maker of small() jobs on it.
+func unitFor15(t *testing.T, m *Manager, name string) func(rounds int) Spec {
+	t.Helper()
+	if _, err := m.CreateUnit(name, (epsAfter(t, 15)+epsAfter(t, 16))/2, 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	return func(rounds int) Spec {
+		return small(t, func(s *Spec) { s.DP.PrivacyUnit, s.Rounds = name, rounds })
+	}
+}
+
+// stored stores spec on m's database as a server stopped mid-job leaves
+// it, without starting it: running, with committed rounds committed and
+// one ledger event per element of events, in order (each written before
+// its round commits, so [1, 2, 2, 3] means round 2 was interrupted once).
+func stored(t *testing.T, m *Manager, spec Spec, committed int, events []int) string {
+	t.Helper()
+	cfg, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("job-stored-%d", time.Now().UnixNano())
+	if err := m.db.CreateJob(storage.Job{ID: id, Config: cfg, State: storage.StateRunning}); err != nil {
+		t.Fatal(err)
+	}
+	mdl, err := model.New(spec.Model, 784, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt, err := fl.NewServerOptimizer(spec.Server.OptConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := opt.MarshalState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	params := make([]float32, mdl.NumParams())
+	mdl.Init(params, rand.New(rand.NewPCG(1, 2)))
+	raw, err := accounting.MarshalEvent(roundEvent(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := 0
+	commit := func() {
+		cur++
+		met, _ := json.Marshal(RoundMetrics{Round: cur})
+		if err := m.db.CommitRound(id, cur, met, storage.Checkpoint{Round: cur, Params: params, OptState: state}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range events {
+		for cur < r-1 {
+			commit()
+		}
+		if _, err := m.db.AppendLedger(id, storage.LedgerEntry{Round: r, Event: raw}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for cur < committed {
+		commit()
+	}
+	return id
+}
+
+// A running job keeps its whole planned spend reserved: a unit's position
+// is its spent events plus its running jobs' remaining rounds, and a job
+// is admitted only if its own rounds fit on top. The reservation follows
+// from stored state alone (a restarted server sees the same), and a job
+// that ends releases what it did not spend.
+func TestPrivacyUnitReservesRunningJobs(t *testing.T) {
+	m := manager(t)
+	onUnit := unitFor15(t, m, "pop")
+	// A: 10 rounds planned, 3 committed, round 3 interrupted once: 4
+	// events spent and 7 rounds reserved.
+	a := stored(t, m, onUnit(10), 3, []int{1, 2, 3, 3})
+
+	_, err := m.Submit(onUnit(5)) // 4 + 7 + 5 = 16 > 15
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "remaining") || !strings.Contains(err.Error(), "reserve 7 more rounds") {
+		t.Fatalf("job that does not fit beside a running one: %v", err)
+	}
+	m2 := NewManager(m.db, Options{DataDir: m.dataDir, Workers: 2, Logger: m.log}) // a restarted server
+	if _, err := m2.Submit(onUnit(5)); !errors.Is(err, ErrBudget) {
+		t.Fatalf("after a restart: %v", err)
+	}
+	rep, err := m.Unit("pop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Adjacency != AdjacencyAddRemove || rep.Events != 4 || rep.ExtraEvents != 1 || rep.Running != 1 || rep.ReservedRounds != 7 ||
+		rep.Committed == nil || math.Abs(*rep.Committed-epsAfter(t, 11)) > 1e-9 || rep.Available != rep.EpsilonBudget-*rep.Committed {
+		t.Fatalf("unit report %+v", rep)
+	}
+	if *rep.Epsilon != epsAfter(t, 4) || rep.Remaining != rep.EpsilonBudget-*rep.Epsilon {
+		t.Fatalf("spent ε %v, remaining %v; want ε of 4 events %v", *rep.Epsilon, rep.Remaining, epsAfter(t, 4))
+	}
+
+	b := runToEnd(t, m, onUnit(4)) // 4 + 7 + 4 = 15 fits
+	if b.State != storage.StateCompleted || b.Round != 4 {
+		t.Fatalf("job B: %s at round %d: %s", b.State, b.Round, b.Message)
+	}
+	if _, err := m.Submit(onUnit(1)); !errors.Is(err, ErrBudget) { // 8 + 7 + 1
+		t.Fatalf("unit full: %v", err)
+	}
+
+	// Cancelling A releases its 7 reserved rounds.
+	if st, err := m.Cancel(a); err != nil || st.State != storage.StateCancelled {
+		t.Fatalf("cancel A: %s, %v", st.State, err)
+	}
+	if rep, _ := m.Unit("pop"); rep.Running != 0 || rep.ReservedRounds != 0 || rep.Events != 8 {
+		t.Fatalf("after the cancel: %+v", rep)
+	}
+	c := runToEnd(t, m, onUnit(7)) // 8 + 7 = 15 fits again
+	if c.State != storage.StateCompleted || c.Round != 7 {
+		t.Fatalf("job C: %s at round %d: %s", c.State, c.Round, c.Message)
+	}
+	rep, err = m.Unit("pop")
+	if err != nil || rep.Events != 15 || *rep.Epsilon > rep.EpsilonBudget || len(rep.Jobs) != 3 {
+		t.Fatalf("final unit report %+v, %v", rep, err)
+	}
+}
+
+// Two jobs that together do not fit: the second is refused at submit,
+// whatever the first has spent so far, instead of being admitted and
+// stopped part-way with budget_exhausted.
+func TestPrivacyUnitRefusesSecondJobAtSubmit(t *testing.T) {
+	m := manager(t)
+	onUnit := unitFor15(t, m, "pop")
+	a, err := m.Submit(onUnit(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Submit(onUnit(10))
+	if !errors.Is(err, ErrBudget) || !strings.Contains(err.Error(), "remaining") {
+		t.Fatalf("second job: %v", err)
+	}
+	m.Wait(a.ID)
+	if st, _ := m.Get(a.ID); st.State != storage.StateCompleted || st.Round != 10 {
+		t.Fatalf("first job: %s at round %d: %s", st.State, st.Round, st.Message)
+	}
+	if jobs, _ := m.List(); len(jobs) != 1 {
+		t.Fatalf("%d jobs stored; the refused one must store nothing", len(jobs))
+	}
+}
+
+// Concurrent submissions cannot both take a unit's last ε: of eight
+// simultaneous jobs of 10 rounds on a unit with room for 15, exactly one
+// is admitted.
+func TestPrivacyUnitConcurrentSubmits(t *testing.T) {
+	m := manager(t)
+	onUnit := unitFor15(t, m, "pop")
+	if _, err := m.dataset(); err != nil { // load once, so the submits race
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make(chan error, n)
+	var ids sync.Map
+	for range n {
+		go func() {
+			j, err := m.Submit(onUnit(10))
+			if err == nil {
+				ids.Store(j.ID, true)
+			}
+			errs <- err
+		}()
+	}
+	admitted := 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			admitted++
+		case !errors.Is(err, ErrBudget):
+			t.Fatal(err)
+		}
+	}
+	if admitted != 1 {
+		t.Fatalf("%d of %d jobs admitted to a unit with room for one", admitted, n)
+	}
+	ids.Range(func(id, _ any) bool {
+		m.Wait(id.(string))
+		st, _ := m.Get(id.(string))
+		if st.State != storage.StateCompleted {
+			t.Errorf("admitted job %s: %s: %s", id, st.State, st.Message)
+		}
+		return true
+	})
+}
+
+// A unit's neighbouring relation is fixed by its first job: a job under
+// the other relation is refused at submit, naming both, even after the
+// first job has ended.
+func TestPrivacyUnitRefusesMixedAdjacency(t *testing.T) {
+	m := manager(t)
+	fixed := func(s *Spec) { s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30} }
+	for _, tc := range []struct {
+		unit          string
+		first, second func(*Spec)
+		adj           string
+	}{
+		{"poisson-first", func(*Spec) {}, fixed, AdjacencyAddRemove},
+		{"fixed-first", fixed, func(*Spec) {}, AdjacencyReplaceOne},
+	} {
+		if _, err := m.CreateUnit(tc.unit, 100, 1e-6); err != nil {
+			t.Fatal(err)
+		}
+		onUnit := func(edit func(*Spec)) Spec {
+			return small(t, func(s *Spec) { s.DP.PrivacyUnit, s.Rounds = tc.unit, 3; edit(s) })
+		}
+		if st := runToEnd(t, m, onUnit(tc.first)); st.State != storage.StateCompleted {
+			t.Fatalf("%s: first job %s: %s", tc.unit, st.State, st.Message)
+		}
+		before, _ := m.List()
+		_, err := m.Submit(onUnit(tc.second))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != "dp.privacy_unit" || !strings.Contains(ve.Rule, AdjacencyAddRemove) || !strings.Contains(ve.Rule, AdjacencyReplaceOne) {
+			t.Fatalf("%s: mixed job: %v", tc.unit, err)
+		}
+		if after, _ := m.List(); len(after) != len(before) {
+			t.Fatalf("%s: the refused job was stored", tc.unit)
+		}
+		// The same relation is still welcome.
+		if st := runToEnd(t, m, onUnit(tc.first)); st.State != storage.StateCompleted {
+			t.Fatalf("%s: same-relation job %s: %s", tc.unit, st.State, st.Message)
+		}
+		rep, err := m.Unit(tc.unit)
+		if err != nil || rep.Adjacency != tc.adj || len(rep.Jobs) != 2 || rep.Note != "" {
+			t.Fatalf("%s: report %+v, %v", tc.unit, rep, err)
+		}
+		if b, _ := json.Marshal(rep); !strings.Contains(string(b), `"adjacency":"`+tc.adj+`"`) {
+			t.Fatalf("%s: report JSON %s", tc.unit, b)
+		}
+	}
+}
+
+// A job without DP is never charged, so naming a privacy unit is refused
+// rather than silently ignored.
+func TestPrivacyUnitRefusesNonPrivateJob(t *testing.T) {
+	m := manager(t)
+	if _, err := m.CreateUnit("pop", 8, 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Submit(small(t, func(s *Spec) { s.DP.Enabled, s.DP.PrivacyUnit = false, "pop" }))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "dp.privacy_unit" || !strings.Contains(ve.Rule, "dp.enabled false") {
+		t.Fatalf("non-DP job on a unit: %v", err)
+	}
+	if jobs, _ := m.List(); len(jobs) != 0 {
+		t.Fatalf("%d jobs stored", len(jobs))
 	}
 }

@@ -1,0 +1,122 @@
+package job
+
+import (
+	crand "crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dpfl/dpfl/storage"
+)
+
+// Devices jobs admit only enrolled devices. An administrator enrolls each
+// device for one job (Enroll) and hands it the credential, which is shown
+// once: the store keeps only its SHA-256 hash. The device presents the
+// credential on that job's participate routes (AuthenticateDevice); it
+// opens nothing else, neither another job nor the administrative API.
+
+// ErrUnauthorized: a device credential is missing, malformed, or not one
+// enrolled for the job. It arrives wrapped with context.
+var ErrUnauthorized = errors.New("unauthorized")
+
+// ErrForbidden: an authenticated device presented a per-round client
+// token (ClientTokenHeader) that join gave to another device.
+var ErrForbidden = errors.New("forbidden")
+
+// CredentialBytes is the length of a device credential before hex
+// encoding: 32 bytes from crypto/rand.
+const CredentialBytes = 32
+
+// Enrollment is what enrolling a device returns, once: the device's ID
+// and its credential.
+type Enrollment struct {
+	JobID    string `json:"job_id"`
+	DeviceID string `json:"device_id"`
+	// Credential is the device's bearer credential for the job's
+	// participate routes (hex). The server keeps only its SHA-256 hash,
+	// so it cannot be shown again.
+	Credential string    `json:"credential"`
+	EnrolledAt time.Time `json:"enrolled_at"`
+}
+
+// DeviceInfo describes an enrolled device, without its credential.
+type DeviceInfo struct {
+	DeviceID   string    `json:"device_id"`
+	EnrolledAt time.Time `json:"enrolled_at"`
+}
+
+// Enroll enrolls a new device for devices job jobID and returns its ID
+// and credential. An unknown job is storage.ErrNotFound; a simulated job,
+// or one that has ended, is ErrConflict.
+func (m *Manager) Enroll(jobID string) (Enrollment, error) {
+	j, _, err := m.deviceJob(jobID)
+	if err != nil {
+		return Enrollment{}, err
+	}
+	if j.State.Terminal() {
+		return Enrollment{}, fmt.Errorf("%w: job %s is %s and takes no more devices", ErrConflict, jobID, j.State)
+	}
+	var cred [CredentialBytes]byte
+	var id [8]byte
+	if _, err := crand.Read(cred[:]); err != nil {
+		return Enrollment{}, err
+	}
+	if _, err := crand.Read(id[:]); err != nil {
+		return Enrollment{}, err
+	}
+	h := sha256.Sum256(cred[:])
+	d := storage.Device{ID: "dev-" + hex.EncodeToString(id[:]), JobID: jobID, CredentialHash: h[:], EnrolledAt: time.Now().UTC()}
+	if err := m.db.EnrollDevice(d); err != nil {
+		if errors.Is(err, storage.ErrConflict) {
+			// The job ended between the check above and the write.
+			return Enrollment{}, fmt.Errorf("%w: %v", ErrConflict, err)
+		}
+		return Enrollment{}, err
+	}
+	return Enrollment{JobID: jobID, DeviceID: d.ID, Credential: hex.EncodeToString(cred[:]), EnrolledAt: d.EnrolledAt}, nil
+}
+
+// Devices lists the devices enrolled for devices job jobID, oldest
+// first. An unknown job is storage.ErrNotFound; a simulated job is
+// ErrConflict.
+func (m *Manager) Devices(jobID string) ([]DeviceInfo, error) {
+	if _, _, err := m.deviceJob(jobID); err != nil {
+		return nil, err
+	}
+	ds, err := m.db.Devices(jobID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DeviceInfo, len(ds))
+	for i, d := range ds {
+		out[i] = DeviceInfo{DeviceID: d.ID, EnrolledAt: d.EnrolledAt}
+	}
+	return out, nil
+}
+
+// AuthenticateDevice returns the ID of the device of job jobID whose
+// credential is credential, or an error wrapping ErrUnauthorized when
+// there is none (wrong or malformed credential, a device enrolled for
+// another job, or an unknown job). The stored hash is compared with the
+// credential's in constant time.
+func (m *Manager) AuthenticateDevice(jobID, credential string) (string, error) {
+	raw, err := hex.DecodeString(credential)
+	if err != nil || len(raw) != CredentialBytes {
+		return "", fmt.Errorf("%w: not a device credential (%d hex digits)", ErrUnauthorized, 2*CredentialBytes)
+	}
+	h := sha256.Sum256(raw)
+	d, err := m.db.DeviceByCredentialHash(jobID, h[:])
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", fmt.Errorf("%w: no device enrolled for job %s has this credential", ErrUnauthorized, jobID)
+	}
+	if err != nil {
+		return "", err
+	}
+	if subtle.ConstantTimeCompare(d.CredentialHash, h[:]) != 1 {
+		return "", fmt.Errorf("%w: no device enrolled for job %s has this credential", ErrUnauthorized, jobID)
+	}
+	return d.ID, nil
+}
