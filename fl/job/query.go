@@ -123,11 +123,14 @@ type PrivacyReport struct {
 	// EpsilonBudget is ε_max (0: none); Remaining is ε_max − ε.
 	EpsilonBudget float64  `json:"epsilon_budget,omitempty"`
 	Remaining     *float64 `json:"remaining,omitempty"`
-	// Rounds is the number of committed rounds; Events may hold one more
-	// (a write-ahead event of a round interrupted by a crash).
-	Rounds int                   `json:"rounds"`
-	Events []storage.LedgerEntry `json:"events"`
-	Note   string                `json:"note,omitempty"`
+	// Rounds is the number of committed rounds; Events holds at least one
+	// per committed round, and one more for each round that an
+	// interruption (kill, shutdown, cancel, failure) stopped after its
+	// write-ahead event: ExtraEvents, which ε includes.
+	Rounds      int                   `json:"rounds"`
+	ExtraEvents int                   `json:"extra_events"`
+	Events      []storage.LedgerEntry `json:"events"`
+	Note        string                `json:"note,omitempty"`
 	// Uncovered, when set, says why ε is not a proven bound for this
 	// job's configuration (Spec.Uncovered).
 	Uncovered string `json:"uncovered,omitempty"`
@@ -154,12 +157,15 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 	rep.Delta, rep.EpsilonBudget = s.Spec.DP.Delta, s.Spec.DP.EpsilonBudget
 	rep.Adjacency, rep.AbortDelta = s.Spec.Adjacency(), s.Spec.DP.AbortDelta
 	rep.Uncovered = s.Spec.Uncovered()
-	if len(entries) == 0 {
-		return rep, nil
-	}
+	rep.ExtraEvents = extraEvents(len(entries), s.Round)
+	// Checked even when empty: a DP job with committed rounds and no
+	// events has lost its ledger.
 	events, err := ledgerEvents(m.db, id)
 	if err != nil {
 		return rep, err
+	}
+	if len(entries) == 0 {
+		return rep, nil
 	}
 	acc, err := accounting.Account(events, s.Spec.DP.AccountingDelta())
 	if err != nil {
