@@ -31,6 +31,10 @@
 //	    "checkpoint"      framed binary checkpoint (below); absent until round 1
 //	    ledger/           u64(seq)   → framed JSON of LedgerEntry, seq = 1, 2, …
 //	    metrics/          u64(round) → framed metrics JSON, round = 1 … Job.Round
+//	units/                privacy units (shared budgets), unit.go
+//	devices/<job id>/     enrolled devices of a devices job (device.go): ids/
+//	                      device ID → framed record; credentials/ SHA-256 of
+//	                      a credential → device ID (credentials never stored)
 //
 // Keys u64(n) are 8-byte big-endian unsigned integers, so bbolt's bytewise
 // cursor order is numeric order. Integers inside values are little-endian.
@@ -63,6 +67,10 @@
 // ledger seqs are exactly 1 … n. The ledger is a write-ahead log: callers
 // append the accounting event of a differentially private release before
 // making the release, so after a crash the ledger may hold events for a round
-// that was never committed (spent budget is over-counted, never lost). Verify
-// checks these invariants and every checksum.
+// that was never committed (spent budget is over-counted, never lost).
+// AppendLedger accepts only an event for round Job.Round+1, so entries'
+// rounds never decrease and never pass Job.Round+1, and each interruption
+// leaves at most one extra event. Verify checks these invariants and every
+// checksum (VerifyWith bounds the checkpoint bytes read at server start);
+// it does not yet read the devices/ bucket.
 package storage
