@@ -60,14 +60,19 @@ func RoundEvent(s Sampler, n int, z float64, sens Sensitivity) accounting.Event 
 	}
 }
 
-// Sensitivity is the sensitivity of f's pre-noise sum, in clip norms,
-// under add/remove adjacency: TwoClips when a Target keeps only the
-// earliest reports (one user's report can push another's out), OneClip
-// otherwise. Deadlines, dropouts and stragglers decide each user's
-// inclusion from its own data and seeded draws, so they keep OneClip.
-func (f *FedAvg) Sensitivity() Sensitivity {
-	if f.Target > 0 {
+// TargetSensitivity is the sensitivity, in clip norms under add/remove
+// adjacency, of a round that keeps only its target earliest reports
+// (target > 0: one user's report can push another's out, TwoClips) or
+// every report (target 0: OneClip). Deadlines, dropouts and stragglers
+// decide each user's inclusion from its own data and seeded draws, so
+// they keep OneClip.
+func TargetSensitivity(target int) Sensitivity {
+	if target > 0 {
 		return TwoClips
 	}
 	return OneClip
 }
+
+// Sensitivity is the sensitivity of f's pre-noise sum: TargetSensitivity
+// of f.Target.
+func (f *FedAvg) Sensitivity() Sensitivity { return TargetSensitivity(f.Target) }

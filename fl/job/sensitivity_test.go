@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/dpfl/dpfl/accounting"
-	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
@@ -82,15 +81,7 @@ func preNoiseSum(t *testing.T, spec Spec, pop *harnessPop, cohort []int, n int) 
 		t.Fatal(err)
 	}
 	alg := spec.fedAvg(mdl, server, 2, n)
-	sampler, _ := spec.sampler(n)
-	noiseless := dp.Params{ClipNorm: spec.DP.ClipNorm}
-	rng := rand.New(rand.NewPCG(1, 2))
-	if spec.SecureAggregation {
-		alg.Aggregate = &fl.SecureAggregator{Params: noiseless, DP: true, MinClients: spec.SecAgg.MinClients, Rand: rng,
-			Dropouts: rand.New(rand.NewPCG(spec.Seed, 0xd409)), Workers: 2, MaxClients: cohortBound(sampler, n)}
-	} else {
-		alg.Aggregate = &fl.GaussianAggregator{Params: noiseless, Rand: rng}
-	}
+	alg.Aggregate = spec.aggregator(0, n, rand.New(rand.NewPCG(1, 2)), 2)
 	kept, _, _ := spec.Participation.Model(spec.Seed).Filter(cohort, 1)
 	params := make([]float32, mdl.NumParams())
 	if _, err := alg.Round(context.Background(), 1, params, pop, kept, 1); err != nil {
@@ -199,7 +190,8 @@ func TestSensitivityConformance(t *testing.T) {
 		bound := recordedSensitivity(t, spec) * spec.DP.ClipNorm
 		tol := 1e-6
 		if spec.SecureAggregation {
-			enc, err := secagg.NewEncoding(cohortBound(fl.Poisson{Q: 1}, 20), spec.DP.ClipNorm)
+			sampler, _ := spec.sampler(20)
+			enc, err := secagg.NewEncoding(cohortBound(sampler, 20), spec.DP.ClipNorm)
 			if err != nil {
 				t.Fatal(err)
 			}
