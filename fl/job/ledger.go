@@ -52,13 +52,21 @@ func ledgerEvents(db *storage.DB, jobID string) ([]accounting.Event, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeLedger(j, entries)
+}
+
+// decodeLedger checks entries, job j's ledger read with j in one
+// transaction, against j's committed rounds (checkLedger) and decodes
+// their events.
+func decodeLedger(j storage.Job, entries []storage.LedgerEntry) ([]accounting.Event, error) {
 	if err := checkLedger(j, entries); err != nil {
 		return nil, err
 	}
 	events := make([]accounting.Event, len(entries))
 	for i, e := range entries {
+		var err error
 		if events[i], err = accounting.UnmarshalEvent(e.Event); err != nil {
-			return nil, fmt.Errorf("job %s ledger entry %d: %w", jobID, e.Seq, err)
+			return nil, fmt.Errorf("job %s ledger entry %d: %w", j.ID, e.Seq, err)
 		}
 	}
 	return events, nil

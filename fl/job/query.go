@@ -138,11 +138,13 @@ type PrivacyReport struct {
 
 // Privacy recomputes job id's ε from its stored ledger.
 func (m *Manager) Privacy(id string) (PrivacyReport, error) {
-	s, err := m.get(id, false)
+	// The job and its ledger in one read, so that the check below sees
+	// a ledger and a committed round count of the same moment.
+	j, entries, err := m.db.JobLedger(id)
 	if err != nil {
 		return PrivacyReport{}, err
 	}
-	entries, err := m.db.Ledger(id)
+	s, err := m.status(j, false)
 	if err != nil {
 		return PrivacyReport{}, err
 	}
@@ -160,7 +162,7 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 	rep.ExtraEvents = extraEvents(len(entries), s.Round)
 	// Checked even when empty: a DP job with committed rounds and no
 	// events has lost its ledger.
-	events, err := ledgerEvents(m.db, id)
+	events, err := decodeLedger(j, entries)
 	if err != nil {
 		return rep, err
 	}
