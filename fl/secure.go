@@ -60,7 +60,9 @@ func EncodeSecureInput(dst []uint32, delta []float32, clip float64, enc secagg.E
 // modular sum Σ x̃_i of the survivors' encoded updates in the ring Z_2^32,
 // then decodes, and writes dst = decode(Σ x̃_i + ⌊Y⌉ mod 2^32) /
 // denominator with Y ~ N(0, (z·C·2^f)² I) in fixed-point units (f =
-// enc.FracBits). z = 0 adds no noise. scratch and dst must have len(sum).
+// enc.FracBits). z = 0 adds no noise. The noise is added to sum in place
+// (the caller's unmasked sum is consumed). scratch and dst must have
+// len(sum).
 //
 // Why in the ring: decoding maps the modular sum to signed values, which
 // is not linear. With noise added after decoding, a malicious client that

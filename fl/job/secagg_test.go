@@ -51,7 +51,7 @@ func TestSecureAggregationAborts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// P[Bin(299, 0.1) < 5] ≈ 2.6e-9 per round.
+	// P[Bin(299, 0.1) < 5] ≈ 1.2e-9 per round.
 	if len(rep.Events) != rounds || !(rep.AbortDelta > 0 && rep.AbortDelta < 1e-6) {
 		t.Fatalf("%d events, abort_delta %g", len(rep.Events), rep.AbortDelta)
 	}
