@@ -140,9 +140,6 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := checkFirstRoundFits(spec); err != nil {
 		return storage.Job{}, err
 	}
-	if err := m.admitToUnit(spec); err != nil {
-		return storage.Job{}, err
-	}
 	cfg, err := json.Marshal(spec)
 	if err != nil {
 		return storage.Job{}, err
@@ -152,7 +149,9 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 		return storage.Job{}, err
 	}
 	j := storage.Job{ID: id, Config: cfg, State: storage.StateRunning, CreatedAt: time.Now().UTC()}
-	if err := m.db.CreateJob(j); err != nil {
+	// Admission and the write are one step under the unit's lock, so the
+	// stored job is its reservation.
+	if err := m.admitToUnit(spec, func() error { return m.db.CreateJob(j) }); err != nil {
 		return storage.Job{}, err
 	}
 	m.start(j, spec)

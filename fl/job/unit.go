@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"time"
 
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/storage"
@@ -60,10 +58,9 @@ type UnitReport struct {
 	Accounting *accounting.Report `json:"accounting,omitempty"`
 	// Remaining is ε_max − Epsilon: the budget not yet spent.
 	Remaining float64 `json:"remaining"`
-	// Running is the number of the unit's jobs that have not ended
-	// (admitted submissions not yet stored included); ReservedRounds is
-	// the rounds they have yet to run, each reserved at the job's round
-	// event.
+	// Running is the number of the unit's jobs that have not ended;
+	// ReservedRounds is the rounds they have yet to run, each reserved at
+	// the job's round event.
 	Running        int `json:"running"`
 	ReservedRounds int `json:"reserved_rounds"`
 	// Committed is ε at the unit's δ over the Events and the reserved
@@ -113,37 +110,12 @@ func (m *Manager) Unit(name string) (UnitReport, error) {
 
 // unitCache is what the manager keeps of a privacy unit between calls,
 // under m.unitMu: the events of its jobs' ledgers, loaded once and then
-// extended by charge (the only writer of those ledgers), and the
-// admissions whose jobs Submit has not stored yet.
+// extended by charge (the only writer of those ledgers).
 type unitCache struct {
 	events []accounting.Event
 	// count is the number of events of each job in events.
 	count map[string]int
-	// pending are admitted submissions not yet seen as stored jobs.
-	pending []*admission
 }
-
-// admission is a job admitted to a unit that may not be stored yet. Submit
-// stores the job right after admitToUnit returns; until the job shows up
-// in the store, its whole plan stays reserved here, so that two concurrent
-// submissions cannot both take the unit's last ε. The job has shown up
-// when the unit has a stored job that was not there at admission with the
-// same round event and rounds, and so the same reservation (two such
-// admissions are interchangeable). An admission whose job never appears
-// (the store refused it) lapses after admissionTTL.
-type admission struct {
-	known     map[string]bool // the unit's stored jobs at admission
-	event     accounting.Event
-	key       string // MarshalEvent(event)
-	rounds    int
-	adjacency string
-	expires   time.Time
-}
-
-// admissionTTL bounds how long an admission whose job was never stored
-// keeps its reservation. Submit stores a job within one bbolt transaction
-// of admitting it.
-const admissionTTL = 2 * time.Minute
 
 // unitJob is a stored DP job charged to a unit.
 type unitJob struct {
@@ -152,8 +124,8 @@ type unitJob struct {
 }
 
 // position is a privacy unit's committed position, computed from stored
-// state (the unit record, job specs, states and rounds, and ledgers) plus
-// the admissions not yet stored, so a restarted server sees the same one.
+// state only (the unit record, job specs, states and rounds, and
+// ledgers), so a restarted server sees the same one.
 type position struct {
 	unit storage.Unit
 	// stored are the unit's DP jobs, oldest first; jobs their IDs.
@@ -161,8 +133,8 @@ type position struct {
 	jobs   []string
 	// spent is every event of their ledgers.
 	spent []accounting.Event
-	// reserved holds, per job that has not ended and per pending
-	// admission, SelfComposed(round event, rounds it has yet to run).
+	// reserved holds, per job that has not ended, SelfComposed(round
+	// event, rounds it has yet to run).
 	reserved       []accounting.Event
 	reservedRounds int
 	running        int
@@ -181,7 +153,7 @@ func (p position) committed() []accounting.Event {
 
 // unitPosition computes unit name's position. m.unitMu must be held.
 //
-// A job that has not ended (running, or pending) reserves its remaining
+// A job that has not ended reserves its remaining
 // rounds, Spec.Rounds − Job.Round, at its round event. While a round runs,
 // its write-ahead event is already in the ledger and the round is still
 // counted as remaining, so the position over-counts by one event per
@@ -219,31 +191,6 @@ func (m *Manager) unitPosition(name string) (position, error) {
 			p.reserved = append(p.reserved, accounting.SelfComposed{Event: roundEvent(s), Count: left})
 			p.reservedRounds += left
 		}
-	}
-	// Admissions whose jobs are now stored are counted above; drop them,
-	// and the lapsed ones. The rest reserve their whole plan.
-	claimed := map[string]bool{}
-	now := time.Now()
-	c.pending = slices.DeleteFunc(c.pending, func(a *admission) bool {
-		for _, uj := range jobs {
-			id := uj.job.ID
-			if claimed[id] || a.known[id] || uj.spec.Rounds != a.rounds {
-				continue
-			}
-			if key, err := accounting.MarshalEvent(roundEvent(uj.spec)); err == nil && string(key) == a.key {
-				claimed[id] = true
-				return true
-			}
-		}
-		return now.After(a.expires)
-	})
-	for _, a := range c.pending {
-		if p.adjacency == "" {
-			p.adjacency = a.adjacency
-		}
-		p.running++
-		p.reserved = append(p.reserved, accounting.SelfComposed{Event: a.event, Count: a.rounds})
-		p.reservedRounds += a.rounds
 	}
 	return p, nil
 }
@@ -316,15 +263,14 @@ func (m *Manager) joinUnit(spec *Spec) error {
 // position (unitPosition: spent events plus its running jobs' remaining
 // rounds) plus SelfComposed(roundEvent(spec), spec.Rounds) must stay
 // within ε_max at the unit's δ; otherwise the error wraps ErrBudget and
-// names the remaining ε. Check and reservation happen under m.unitMu, so
-// concurrent submissions cannot both take the unit's last ε.
-func (m *Manager) admitToUnit(spec Spec) error {
+// names the remaining ε. store writes the job; it runs under m.unitMu
+// after the checks pass, so that the stored job is its reservation and
+// concurrent submissions cannot both take the unit's last ε. A job on no
+// unit is just stored. joinUnit has refused a job without DP on a unit.
+func (m *Manager) admitToUnit(spec Spec, store func() error) error {
 	name := spec.DP.PrivacyUnit
 	if name == "" {
-		return nil
-	}
-	if !spec.DP.Enabled { // joinUnit refuses it first
-		return &ValidationError{Field: "dp.privacy_unit", Rule: "a job without differential privacy cannot be charged to a privacy unit"}
+		return store()
 	}
 	m.unitMu.Lock()
 	defer m.unitMu.Unlock()
@@ -360,17 +306,7 @@ func (m *Manager) admitToUnit(spec Spec) error {
 		return fmt.Errorf("%w: privacy unit %q has ε_max = %g at δ = %g; it has spent ε = %.4g over %d events and its %d running jobs reserve %d more rounds, which commits ε = %.4g (remaining %.4g); this job's %d rounds would raise it to %.4g",
 			ErrBudget, name, u.EpsilonBudget, u.Delta, spent, len(pos.spent), pos.running, pos.reservedRounds, before, u.EpsilonBudget-before, spec.Rounds, after)
 	}
-	key, err := accounting.MarshalEvent(ev)
-	if err != nil {
-		return err
-	}
-	a := &admission{known: map[string]bool{}, event: ev, key: string(key), rounds: spec.Rounds, adjacency: adj, expires: time.Now().Add(admissionTTL)}
-	for _, uj := range pos.stored {
-		a.known[uj.job.ID] = true
-	}
-	c := m.units[name] // unitPosition loaded it
-	c.pending = append(c.pending, a)
-	return nil
+	return store()
 }
 
 // epsilonOf is ε at delta over events (0 for none).
