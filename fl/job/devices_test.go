@@ -137,8 +137,8 @@ func TestDeviceEnrollmentAndJoin(t *testing.T) {
 	if _, err := m.Cancel(b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Enroll(b); !errors.Is(err, ErrConflict) {
-		t.Fatalf("enrolling for a cancelled job: %v, want ErrConflict", err)
+	if _, err := m.Enroll(b); !errors.Is(err, storage.ErrConflict) {
+		t.Fatalf("enrolling for a cancelled job: %v, want storage.ErrConflict (409)", err)
 	}
 }
 

@@ -49,15 +49,12 @@ type DeviceInfo struct {
 }
 
 // Enroll enrolls a new device for devices job jobID and returns its ID
-// and credential. An unknown job is storage.ErrNotFound; a simulated job,
-// or one that has ended, is ErrConflict.
+// and credential. An unknown job is storage.ErrNotFound; a simulated job
+// is ErrConflict, and one that has ended storage.ErrConflict (storage
+// refuses the write).
 func (m *Manager) Enroll(jobID string) (Enrollment, error) {
-	j, _, err := m.deviceJob(jobID)
-	if err != nil {
+	if _, _, err := m.deviceJob(jobID); err != nil {
 		return Enrollment{}, err
-	}
-	if j.State.Terminal() {
-		return Enrollment{}, fmt.Errorf("%w: job %s is %s and takes no more devices", ErrConflict, jobID, j.State)
 	}
 	var cred [CredentialBytes]byte
 	var id [8]byte
@@ -70,10 +67,6 @@ func (m *Manager) Enroll(jobID string) (Enrollment, error) {
 	h := sha256.Sum256(cred[:])
 	d := storage.Device{ID: "dev-" + hex.EncodeToString(id[:]), JobID: jobID, CredentialHash: h[:], EnrolledAt: time.Now().UTC()}
 	if err := m.db.EnrollDevice(d); err != nil {
-		if errors.Is(err, storage.ErrConflict) {
-			// The job ended between the check above and the write.
-			return Enrollment{}, fmt.Errorf("%w: %v", ErrConflict, err)
-		}
 		return Enrollment{}, err
 	}
 	return Enrollment{JobID: jobID, DeviceID: d.ID, Credential: hex.EncodeToString(cred[:]), EnrolledAt: d.EnrolledAt}, nil
