@@ -174,9 +174,6 @@ func (h handlers) metrics(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if met == nil {
-		met = []job.RoundMetrics{}
-	}
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": met})
 }
 
@@ -184,9 +181,6 @@ func (h handlers) rounds(c echo.Context) error {
 	rs, err := h.m.Rounds(c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if rs == nil {
-		rs = []job.RoundRecord{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": rs})
 }
@@ -253,9 +247,6 @@ func (h handlers) devices(c echo.Context) error {
 	ds, err := h.m.Devices(c.Param("id"))
 	if err != nil {
 		return err
-	}
-	if ds == nil {
-		ds = []job.DeviceInfo{}
 	}
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "devices": ds})
 }

@@ -97,18 +97,27 @@ func newCommand(name string) *command {
 
 func (c *command) client() *client.Client { return client.New(*c.server, *c.token) }
 
-// jobArg parses flags and returns the single JOB argument.
-// Flags may come before or after JOB ('rounds JOB --plot f.png').
-func (c *command) jobArg(args []string) (string, error) {
+// positional parses flags and returns the positional arguments. Flags may
+// come before or after them ('rounds JOB --plot f.png').
+func (c *command) positional(args []string) ([]string, error) {
 	if err := c.fs.Parse(args); err != nil {
-		return "", err
+		return nil, err
 	}
 	var pos []string
 	for c.fs.NArg() > 0 {
 		pos = append(pos, c.fs.Arg(0))
 		if err := c.fs.Parse(c.fs.Args()[1:]); err != nil {
-			return "", err
+			return nil, err
 		}
+	}
+	return pos, nil
+}
+
+// jobArg parses flags and returns the single JOB argument.
+func (c *command) jobArg(args []string) (string, error) {
+	pos, err := c.positional(args)
+	if err != nil {
+		return "", err
 	}
 	if len(pos) != 1 {
 		return "", fmt.Errorf("%s: want exactly one JOB id, got %d arguments", c.fs.Name(), len(pos))

@@ -37,16 +37,9 @@ func participate(ctx context.Context, c *command, args []string, out io.Writer) 
 	rounds := c.fs.Int("rounds", 0, "stop after taking part in this many rounds (0: until the job ends)")
 	poll := c.fs.Duration("poll", 200*time.Millisecond, "how often to poll the round's stage")
 	save := c.fs.String("save-inputs", "", "directory to write each round's global model and encoded update (for audits)")
-	// Flags may come before or after JOB, as in jobArg.
-	if err := c.fs.Parse(args); err != nil {
+	pos, err := c.positional(args)
+	if err != nil {
 		return err
-	}
-	var pos []string
-	for c.fs.NArg() > 0 {
-		pos = append(pos, c.fs.Arg(0))
-		if err := c.fs.Parse(c.fs.Args()[1:]); err != nil {
-			return err
-		}
 	}
 	switch {
 	case len(pos) == 1 && (*jobID == "" || *jobID == pos[0]):
