@@ -355,6 +355,13 @@ func mix64(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
+// OnDemandExpectedSize is OnDemand.ExpectedSize for a population with
+// options opt, without building it (no base dataset needed): the expected
+// number of examples per user.
+func OnDemandExpectedSize(opt OnDemandOptions) float64 {
+	return expectedSize(opt.SizeMu, opt.SizeSigma, opt.MaxExamples)
+}
+
 // expectedSize is E[clamp(round(exp(mu + sigma·Z)), 1, cap)]; see
 // OnDemand.ExpectedSize.
 func expectedSize(mu, sigma float64, cap int) float64 {

@@ -90,6 +90,8 @@ func trainingUsers(pop data.Population, cohort []int) []int {
 }
 
 // dataNotes are facts about the population that qualify its privacy.
+// Every status read computes them, so they come from closed forms
+// (data.OnDemandExpectedSize), never from building the population.
 func (m *Manager) dataNotes(spec Spec) []string {
 	if !spec.Population.OnDemand {
 		return nil
@@ -98,15 +100,12 @@ func (m *Manager) dataNotes(spec Spec) []string {
 	if err != nil {
 		return nil
 	}
-	pop, err := data.NewOnDemand(ds.train, spec.Population.onDemand(spec.Seed))
-	if err != nil {
-		return nil
-	}
-	held := float64(pop.NumClients()) * pop.ExpectedSize() / float64(ds.train.Len())
-	if pop.RepeatsExamples() {
+	n, size := spec.Population.Clients, data.OnDemandExpectedSize(spec.Population.onDemand(spec.Seed))
+	held := float64(n) * size / float64(ds.train.Len())
+	if held > 1 { // OnDemand.RepeatsExamples
 		return []string{fmt.Sprintf("the %d users hold about %.0f examples each drawn from %d training examples, so examples repeat across users "+
 			"(each is held by about %.1f users): user-level DP protects each user, and an example held by k users only at group level k",
-			pop.NumClients(), pop.ExpectedSize(), ds.train.Len(), held)}
+			n, size, ds.train.Len(), held)}
 	}
 	return []string{fmt.Sprintf("users of an on-demand population draw their examples independently, so an example may be held by more than one user "+
 		"(about %.2f users per example on average) and is then protected only at group level; population.on_demand false gives every example to one user", held)}
