@@ -88,6 +88,10 @@ func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
 func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []int32, epochs int, lr float32, rng *rand.Rand) (loss float64) {
 	copy(t.local, global)
 	clear(t.vel)
+	if s, ok := t.ws.(model.Seeder); ok {
+		// Dropout from the client's own stream (model.Seeder's doc).
+		s.Seed(rng.Uint64(), rng.Uint64())
+	}
 	t.order = append(t.order[:0], idx...)
 	B, dim := t.cfg.BatchSize, ds.Dim
 	mu, beta := float32(t.cfg.ProxMu), float32(t.cfg.Momentum)

@@ -32,8 +32,8 @@ import (
 //
 // Dropout (Srivastava et al. 2014) is inverted: kept units are scaled by
 // 1/(1−p) in training so Evaluate needs no rescaling. Its masks come from
-// the workspace's own PCG stream (simulation randomness, seeded per
-// workspace).
+// the workspace's own PCG stream (simulation randomness), which trainers
+// reseed per client through Seeder.
 type cnn struct {
 	side, c1, c2, hidden, classes int
 	drop1, drop2                  float64
@@ -101,6 +101,7 @@ func (m *cnn) Init(params []float32, rng *rand.Rand) {
 type cnnWorkspace struct {
 	m        *cnn
 	maxBatch int
+	pcg      *rand.PCG // rng's source, reseeded per client (Seed)
 	rng      *rand.Rand
 	col1     []float32 // n·s1² × 9
 	a1       []float32 // n·s1² × c1 (post-ReLU)
@@ -123,8 +124,9 @@ func (m *cnn) NewWorkspace(maxBatch int) Workspace {
 	}
 	n := maxBatch
 	p1, p2 := m.s1*m.s1, m.s2*m.s2
+	pcg := rand.NewPCG(0xc44, uint64(n))
 	return &cnnWorkspace{
-		m: m, maxBatch: n, rng: rand.New(rand.NewPCG(0xc44, uint64(n))),
+		m: m, maxBatch: n, pcg: pcg, rng: rand.New(pcg),
 		col1: make([]float32, n*p1*m.k1), a1: make([]float32, n*p1*m.c1),
 		col2: make([]float32, n*p2*m.k2), a2: make([]float32, n*p2*m.c2),
 		pool: make([]float32, n*m.flat), arg: make([]int32, n*m.flat), mask1: make([]float32, n*m.flat),
@@ -187,6 +189,9 @@ func conv(out, col, w, b []float32, rows, f, k int) {
 		simd.ReLU(row)
 	}
 }
+
+// Seed implements Seeder: the dropout masks restart from stream (a, b).
+func (ws *cnnWorkspace) Seed(a, b uint64) { ws.pcg.Seed(a, b) }
 
 // dropout draws a mask of scale 1/(1−p) with probability 1−p, else 0,
 // into mask and multiplies v by it; p = 0 (or evaluation) leaves v.

@@ -28,6 +28,16 @@ type Model interface {
 	NewWorkspace(maxBatch int) Workspace
 }
 
+// Seeder is a Workspace whose training draws randomness of its own (the
+// CNN's dropout masks). Seed restarts that stream at (a, b), so that a
+// trainer can make each client's update depend only on that client's own
+// seed, never on what the workspace trained before: otherwise adding a
+// user would change every later user's update on the same worker, and the
+// sum would move by more than one clipped update.
+type Seeder interface {
+	Seed(a, b uint64)
+}
+
 // Workspace runs the forward and backward passes of one Model with buffers
 // it owns. It is not safe for concurrent use.
 type Workspace interface {
