@@ -122,6 +122,9 @@ type worker struct {
 	// pending their updates while a Target is waiting for the earliest.
 	devices []DeviceTime
 	pending []report
+	// spare holds the delta buffers of last round's pending reports, for
+	// reuse: a Target round would otherwise allocate d floats per client.
+	spare [][]float32
 	late    int
 	// per-round results
 	lossSum    float64
@@ -164,6 +167,19 @@ type report struct {
 	loss     float64
 	tau      float64
 	delta    []float32 // held only while waiting for a Target
+}
+
+// hold copies delta into a spare buffer (or a new one) to keep it until
+// the round closes.
+func (w *worker) hold(delta []float32) []float32 {
+	var buf []float32
+	if n := len(w.spare); n > 0 {
+		buf, w.spare = w.spare[n-1], w.spare[:n-1]
+	} else {
+		buf = make([]float32, len(delta))
+	}
+	copy(buf, delta)
+	return buf
 }
 
 // add puts one client's update into the worker's accumulator.
@@ -258,6 +274,9 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 	for _, w := range f.workers {
 		w.acc.Reset()
 		w.lossSum, w.examples, w.clients, w.rejected, w.stragglers, w.tauSum, w.late, w.err = 0, 0, 0, 0, 0, 0, 0, nil
+		for _, r := range w.pending {
+			w.spare = append(w.spare, r.delta)
+		}
 		w.devices, w.pending = w.devices[:0], w.pending[:0]
 		wg.Add(1)
 		go func() {
@@ -309,7 +328,7 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 				}
 				r := report{id: id, dev: dev, examples: len(c.Train), loss: loss, tau: a}
 				if f.Target > 0 {
-					r.delta = slices.Clone(w.delta)
+					r.delta = w.hold(w.delta)
 					w.pending = append(w.pending, r)
 					continue
 				}
