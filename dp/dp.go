@@ -85,12 +85,13 @@ func (s *ClippedSum) Add(delta []float32) (norm float64, err error) {
 	if len(delta) != len(s.sum) {
 		return 0, fmt.Errorf("dp: update has %d values, model has %d", len(delta), len(s.sum))
 	}
-	if !simd.AllFinite(delta) {
+	// Fused: one pass fewer than ClipToNorm then Add, bit for bit the
+	// same sum (simd.ClipAdd), and no separate finiteness pass: a NaN or
+	// ±Inf entry gives a NaN or +Inf norm and leaves the sum unchanged.
+	norm = simd.ClipAdd(s.sum, delta, s.clip)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
 		return 0, ErrNonFinite
 	}
-	// Fused: one pass fewer than ClipToNorm then Add, bit for bit the
-	// same sum (simd.ClipAdd).
-	norm = simd.ClipAdd(s.sum, delta, s.clip)
 	s.count++
 	s.normSum += norm
 	if norm > s.clip {

@@ -71,7 +71,7 @@ func TestClippedSumRejectsBadUpdates(t *testing.T) {
 	if _, err := s.Add([]float32{float32(math.Inf(1)), 0, 0}); !errors.Is(err, ErrNonFinite) {
 		t.Fatalf("Inf: got %v", err)
 	}
-	if s.Count() != 0 || s.Sum()[0] != 0 {
+	if s.Count() != 0 || s.Sum()[0] != 0 || s.Sum()[1] != 0 || s.Sum()[2] != 0 {
 		t.Fatal("rejected update changed the sum")
 	}
 }
@@ -188,5 +188,22 @@ func BenchmarkAddGaussianNoise(b *testing.B) {
 	b.SetBytes(int64(4 * len(x)))
 	for b.Loop() {
 		AddGaussianNoise(x, 1, sec)
+	}
+}
+
+// BenchmarkClippedSumAdd adds one MLP-sized update (d = 199,210, the 2NN)
+// whose norm exceeds C.
+func BenchmarkClippedSumAdd(b *testing.B) {
+	const d = 199_210
+	s := NewClippedSum(d, 0.5)
+	delta := make([]float32, d)
+	for i := range delta {
+		delta[i] = 0.01
+	}
+	b.SetBytes(4 * d)
+	for b.Loop() {
+		if _, err := s.Add(delta); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

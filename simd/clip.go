@@ -71,8 +71,9 @@ func ClipToNorm(dst []float32, c float64) (norm float64) {
 // in place and then Add, so delta is clipped as a side effect.
 //
 // Like ClipToNorm it panics unless c > 0, and a delta holding NaN or ±Inf
-// gives a NaN or +Inf norm and leaves sum unchanged (callers should reject
-// such updates first with AllFinite). It panics if len(sum) != len(delta)
+// gives a NaN or +Inf norm and leaves sum unchanged, so a caller rejects
+// such an update by its returned norm, without a separate AllFinite pass
+// (a finite float32 vector's norm never overflows float64). It panics if len(sum) != len(delta)
 // and does not allocate.
 func ClipAdd(sum, delta []float32, c float64) (norm float64) {
 	if !(c > 0) {
