@@ -89,16 +89,20 @@ type ClientMetrics struct {
 // pop (every client when ids is nil). It returns false when none of them
 // holds examples out.
 func (e *Evaluator) Clients(params []float32, pop data.Population, ids []int) (ClientMetrics, bool) {
-	return e.perClient(params, pop, ids, func(c data.Client) []int32 { return c.HeldOut })
+	return e.perClient(params, pop, ids, func(c data.Client) [2][]int32 { return [2][]int32{c.HeldOut} })
 }
 
 // Users evaluates params on all the examples of the users ids of pop:
 // users held out of training altogether (Field Guide §4.2.1).
 func (e *Evaluator) Users(params []float32, pop data.Population, ids []int) (ClientMetrics, bool) {
-	return e.perClient(params, pop, ids, func(c data.Client) []int32 { return append(c.HeldOut[:len(c.HeldOut):len(c.HeldOut)], c.Train...) })
+	return e.perClient(params, pop, ids, func(c data.Client) [2][]int32 { return [2][]int32{c.HeldOut, c.Train} })
 }
 
-func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, examples func(data.Client) []int32) (ClientMetrics, bool) {
+// perClient scores every client of ids (all when nil) that holds examples
+// in the parts examples picks from it. Each client is built once, by the
+// worker that scores it (an on-demand population samples a user's data
+// on every Client call).
+func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, examples func(data.Client) [2][]int32) (ClientMetrics, bool) {
 	type result struct {
 		loss    float64
 		correct int
@@ -115,33 +119,34 @@ func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, 
 			defer wg.Done()
 			dim := pop.Base().Dim
 			for id := range next {
-				idx := examples(pop.Client(id))
+				parts := examples(pop.Client(id))
+				n := len(parts[0]) + len(parts[1])
+				if n == 0 {
+					continue
+				}
 				var c int
-				for s := 0; s < len(idx); s += e.chunk {
-					b := idx[s:min(s+e.chunk, len(idx))]
-					pop.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
-					l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
-					r.loss += l
-					c += k
+				for _, idx := range parts {
+					for s := 0; s < len(idx); s += e.chunk {
+						b := idx[s:min(s+e.chunk, len(idx))]
+						pop.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
+						l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
+						r.loss += l
+						c += k
+					}
 				}
 				r.correct += c
-				r.n += len(idx)
-				r.accs = append(r.accs, float64(c)/float64(len(idx)))
+				r.n += n
+				r.accs = append(r.accs, float64(c)/float64(n))
 			}
 		}()
 	}
-	send := func(id int) {
-		if len(examples(pop.Client(id))) > 0 {
-			next <- id
-		}
-	}
 	if ids == nil {
 		for id := range pop.NumClients() {
-			send(id)
+			next <- id
 		}
 	} else {
 		for _, id := range ids {
-			send(id)
+			next <- id
 		}
 	}
 	close(next)

@@ -125,7 +125,7 @@ type worker struct {
 	// spare holds the delta buffers of last round's pending reports, for
 	// reuse: a Target round would otherwise allocate d floats per client.
 	spare [][]float32
-	late    int
+	late  int
 	// per-round results
 	lossSum    float64
 	examples   int
