@@ -2,8 +2,8 @@ package secagg
 
 // SSE2 (part of every amd64 CPU) adds four words per instruction; the Go
 // loop adds one, which made the addition as costly as the AES-CTR
-// keystream itself. simd.AddUint32's AVX-512 path is faster on its own
-// (about 220 GB/s in cache) but, interleaved chunk by chunk with the AES-CTR
+// keystream itself. An AVX-512 loop (once in package simd) was faster on
+// its own (about 220 GB/s in cache) but, interleaved chunk by chunk with the AES-CTR
 // keystream, mask expansion measured 3.8–4.2 GB/s with it against 5.4–5.7
 // GB/s with this kernel (BenchmarkMaskExpansion, both builds, same
 // machine, back to back), so the PRG keeps its own 128-bit kernel.

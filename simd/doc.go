@@ -9,7 +9,7 @@
 //
 // Layout: every exported kernel checks its arguments and calls an
 // unexported one (axpy, dot, sumSquares, scale, add, sub, allFinite, relu,
-// reluMask, addUint32, …, gemm). These are defined twice, with opposite
+// reluMask, gemm). These are defined twice, with opposite
 // build constraints: kernels_generic.go (!(goexperiment.simd && amd64))
 // forwards to the portable loops of generic.go (axpyGeneric, …) and to
 // gemmGonum; kernels_amd64_simd.go (goexperiment.simd && amd64) dispatches

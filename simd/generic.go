@@ -181,17 +181,3 @@ func subUint32Generic(dst, x []uint32) {
 		dst[i] -= v
 	}
 }
-
-func addUint64Generic(dst, x []uint64) {
-	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] += v
-	}
-}
-
-func subUint64Generic(dst, x []uint64) {
-	x = x[:len(dst)]
-	for i, v := range x {
-		dst[i] -= v
-	}
-}

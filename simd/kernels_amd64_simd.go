@@ -112,50 +112,6 @@ func reluMask(d, a []float32) {
 	reluMaskGeneric(d, a)
 }
 
-func addUint32(dst, x []uint32) {
-	if hasAVX512 {
-		addUint32AVX512(dst, x)
-		return
-	} else if hasAVX2 {
-		addUint32AVX2(dst, x)
-		return
-	}
-	addUint32Generic(dst, x)
-}
-
-func subUint32(dst, x []uint32) {
-	if hasAVX512 {
-		subUint32AVX512(dst, x)
-		return
-	} else if hasAVX2 {
-		subUint32AVX2(dst, x)
-		return
-	}
-	subUint32Generic(dst, x)
-}
-
-func addUint64(dst, x []uint64) {
-	if hasAVX512 {
-		addUint64AVX512(dst, x)
-		return
-	} else if hasAVX2 {
-		addUint64AVX2(dst, x)
-		return
-	}
-	addUint64Generic(dst, x)
-}
-
-func subUint64(dst, x []uint64) {
-	if hasAVX512 {
-		subUint64AVX512(dst, x)
-		return
-	} else if hasAVX2 {
-		subUint64AVX2(dst, x)
-		return
-	}
-	subUint64Generic(dst, x)
-}
-
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if hasAVX512 {
 		gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

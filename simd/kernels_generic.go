@@ -15,10 +15,6 @@ func sub(dst, x, y []float32)                        { subGeneric(dst, x, y) }
 func allFinite(x []float32) bool                     { return allFiniteGeneric(x) }
 func relu(v []float32)                               { reluGeneric(v) }
 func reluMask(d, a []float32)                        { reluMaskGeneric(d, a) }
-func addUint32(dst, x []uint32)                      { addUint32Generic(dst, x) }
-func subUint32(dst, x []uint32)                      { subUint32Generic(dst, x) }
-func addUint64(dst, x []uint64)                      { addUint64Generic(dst, x) }
-func subUint64(dst, x []uint64)                      { subUint64Generic(dst, x) }
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
