@@ -56,7 +56,7 @@ type clientTrainer struct {
 	ws     model.Workspace
 	local  []float32 // x_i
 	grad   []float32
-	vel    []float32 // momentum buffer (Momentum > 0)
+	vel    []float32 // momentum buffer (nil unless Momentum > 0)
 	batchX []float32
 	batchY []uint8
 	order  []int32
@@ -68,15 +68,18 @@ type clientTrainer struct {
 
 func newClientTrainer(m model.Model, cfg ClientConfig) *clientTrainer {
 	d := m.NumParams()
-	return &clientTrainer{
+	t := &clientTrainer{
 		cfg:    cfg,
 		ws:     m.NewWorkspace(cfg.BatchSize),
 		local:  make([]float32, d),
 		grad:   make([]float32, d),
-		vel:    make([]float32, d),
 		batchX: make([]float32, cfg.BatchSize*m.InputDim()),
 		batchY: make([]uint8, cfg.BatchSize),
 	}
+	if cfg.Momentum != 0 {
+		t.vel = make([]float32, d)
+	}
+	return t
 }
 
 // train runs ClientUpdate from the global model on the examples idx of ds
