@@ -71,6 +71,6 @@
 // AppendLedger accepts only an event for round Job.Round+1, so entries'
 // rounds never decrease and never pass Job.Round+1, and each interruption
 // leaves at most one extra event. Verify checks these invariants and every
-// checksum (VerifyWith bounds the checkpoint bytes read at server start);
-// it does not yet read the devices/ bucket.
+// checksum, enrolled devices and their credential index included
+// (VerifyWith bounds the checkpoint bytes read at server start).
 package storage

@@ -33,8 +33,9 @@ type VerifyOptions struct {
 
 // VerifyResult says what a verification covered, for logs.
 type VerifyResult struct {
-	// Jobs, Units and Settings count the records read and checksummed.
-	Jobs, Units, Settings int
+	// Jobs, Units, Settings and Devices count the records read and
+	// checksummed.
+	Jobs, Units, Settings, Devices int
 	// LedgerEntries and MetricsRounds count the ledger entries and
 	// metrics rows read and checksummed, over all jobs.
 	LedgerEntries, MetricsRounds int
@@ -98,6 +99,9 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 		if err != nil {
 			return err
 		}
+		if err := verifyDevices(tx, &res, add); err != nil {
+			return err
+		}
 		verifyCheckpoints(tx, cks, opt.CheckpointBytes, &res, add)
 		return nil
 	})
@@ -120,6 +124,53 @@ func verifySettings(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
 			add(fmt.Errorf("storage: setting %q: %v: %w", k, err, ErrCorrupt))
 		}
 		return nil
+	})
+}
+
+// verifyDevices checks every enrolled device (decodeDevice: checksum,
+// JSON, an ID and job equal to its keys, a SHA-256-sized hash) and that
+// the credential index and the records agree one to one.
+func verifyDevices(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
+	return tx.Bucket(bucketDevices).ForEach(func(job, v []byte) error {
+		jobID := string(job)
+		if v != nil {
+			add(fmt.Errorf("storage: devices of job %q is not a bucket: %w", jobID, ErrCorrupt))
+			return nil
+		}
+		ids, creds, err := deviceBuckets(tx, jobID)
+		if err != nil {
+			add(err)
+			return nil
+		}
+		hashes := map[string]string{} // credential hash → device id
+		err = ids.ForEach(func(k, v []byte) error {
+			res.Devices++
+			d, err := decodeDevice(jobID, string(k), v)
+			if err != nil {
+				add(err)
+				return nil
+			}
+			hashes[string(d.CredentialHash)] = d.ID
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = creds.ForEach(func(k, v []byte) error {
+			p, err := unframe(v)
+			if err == nil && hashes[string(k)] != string(p) {
+				err = fmt.Errorf("points to device %q, whose record holds another hash or is missing", p)
+			}
+			if err != nil {
+				add(fmt.Errorf("storage: job %q credential index: %v: %w", jobID, err, ErrCorrupt))
+			}
+			delete(hashes, string(k))
+			return nil
+		})
+		for _, id := range hashes {
+			add(fmt.Errorf("storage: job %q device %q: credential missing from the index: %w", jobID, id, ErrCorrupt))
+		}
+		return err
 	})
 }
 

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"crypto/sha256"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -114,4 +115,44 @@ func TestVerifyWithReadsEveryLedgerAndUnit(t *testing.T) {
 	db := reopen(t, path)
 	_, err = db.VerifyWith(VerifyOptions{CheckpointBytes: 0})
 	wantErr(t, err, ErrCorrupt, `job "old" ledger seq 2`, `privacy unit "fmnist"`, "checksum")
+}
+
+// VerifyWith reads the enrolled devices: a record that fails its checksum
+// and a credential index entry without its record are reported, naming
+// the job and the device.
+func TestVerifyWithReadsDevices(t *testing.T) {
+	db, path := openTemp(t)
+	mustCreate(t, db, "a")
+	for i, id := range []string{"dev-1", "dev-2"} {
+		h := sha256.Sum256([]byte{byte(i)})
+		if err := db.EnrollDevice(Device{ID: id, JobID: "a", CredentialHash: h[:]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := db.VerifyWith(VerifyOptions{})
+	if err != nil || res.Devices != 2 {
+		t.Fatalf("intact store: %+v, %v", res, err)
+	}
+	db.Close()
+	b, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Update(func(tx *bolt.Tx) error {
+		job := tx.Bucket(bucketDevices).Bucket([]byte("a"))
+		ids := job.Bucket(bucketDeviceIDs)
+		v := append([]byte(nil), ids.Get([]byte("dev-1"))...)
+		v[len(v)-1] ^= 1
+		if err := ids.Put([]byte("dev-1"), v); err != nil {
+			return err
+		}
+		return ids.Delete([]byte("dev-2"))
+	})
+	b.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db = reopen(t, path)
+	_, err = db.VerifyWith(VerifyOptions{})
+	wantErr(t, err, ErrCorrupt, `device "dev-1"`, `"dev-2"`)
 }
