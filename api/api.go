@@ -275,6 +275,8 @@ func errorResponse(err error) (int, ErrorBody) {
 		return http.StatusForbidden, ErrorBody{Error: err.Error()}
 	case errors.Is(err, storage.ErrNotFound):
 		return http.StatusNotFound, ErrorBody{Error: err.Error()}
+	case errors.Is(err, job.ErrCapacity):
+		return http.StatusTooManyRequests, ErrorBody{Error: err.Error()}
 	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists), errors.Is(err, storage.ErrConflict):
 		return http.StatusConflict, ErrorBody{Error: err.Error()}
 	case errors.As(err, &he):

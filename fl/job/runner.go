@@ -27,6 +27,10 @@ import (
 // storage.ErrNotFound). Both arrive wrapped with context.
 var ErrConflict = errors.New("conflict")
 
+// ErrCapacity: the server is running as many jobs as Options.MaxRunningJobs
+// allows; the request may be retried later (HTTP 429).
+var ErrCapacity = errors.New("server at capacity")
+
 // errCancelledByUser is the cancel cause that distinguishes a user's cancel
 // (terminal) from a server shutdown (the job resumes at the next start).
 var errCancelledByUser = errors.New("cancelled by user")
@@ -38,6 +42,7 @@ type Manager struct {
 	dataDir string
 	log     *slog.Logger
 	workers int
+	limits  Options
 
 	mu      sync.Mutex
 	running map[string]*run
@@ -70,6 +75,15 @@ type Options struct {
 	Workers int
 	// Logger receives progress and errors (nil: slog.Default()).
 	Logger *slog.Logger
+	// DataRoot is the only directory whose contents a job spec may name
+	// (leaf.train_dir and leaf.test_dir are relative to it); "" refuses
+	// every server-side dataset path.
+	DataRoot string
+	// MaxJobMemory bounds the estimated peak memory of one job, in bytes
+	// (≤ 0: no bound).
+	MaxJobMemory int64
+	// MaxRunningJobs bounds the jobs running at once (≤ 0: no bound).
+	MaxRunningJobs int
 }
 
 // NewManager returns a manager over db. Call Resume to restart jobs that
@@ -78,7 +92,7 @@ func NewManager(db *storage.DB, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, running: map[string]*run{}, live: map[string]*deviceRound{}, units: map[string]*unitCache{}}
+	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, limits: opt, running: map[string]*run{}, live: map[string]*deviceRound{}, units: map[string]*unitCache{}}
 }
 
 // dataset loads Fashion-MNIST once per manager.
