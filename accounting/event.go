@@ -20,7 +20,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 )
 
 // Event is a differentially private release, or a composition of them.
@@ -177,41 +179,129 @@ func toWire(e Event) (wire, error) {
 }
 
 // UnmarshalEvent decodes and validates MarshalEvent's JSON. Unknown types,
-// missing fields and invalid parameters are errors.
+// missing fields, fields that do not belong to the type, duplicate or
+// differently cased keys, trailing data, nesting deeper than
+// MaxEventDepth and invalid parameters are errors: the input may be a
+// corrupted store or a hostile server, and an event that decodes to
+// anything but what an auditor running dp_accounting on the same JSON
+// would read can make ε wrong.
 func UnmarshalEvent(b []byte) (Event, error) {
-	var w wire
-	if err := decodeStrict(b, &w); err != nil {
-		return nil, fmt.Errorf("decoding DP event: %w", err)
-	}
-	e, err := fromWire(w)
+	e, err := decodeEvent(b, 1)
 	if err != nil {
 		return nil, err
 	}
-	return e, Validate(e)
+	// An invalid event is not returned beside its error: a caller that
+	// logged the error and went on must not account a z = 0 or q = 10.
+	if err := Validate(e); err != nil {
+		return nil, err
+	}
+	return e, nil
 }
 
-// decodeStrict refuses unknown fields: a misspelt "events" must not make a
-// composition read as empty, i.e. free.
-func decodeStrict(b []byte, w *wire) error {
+// MaxEventDepth bounds the nesting of decoded events. Real ledgers nest
+// two or three deep (a Poisson-sampled Gaussian, maybe self-composed);
+// the bound keeps decoding linear in the input, since each level decodes
+// its own sub-document again.
+const MaxEventDepth = 32
+
+// wireFields is the set of JSON keys each event type may carry, spelt
+// exactly as MarshalEvent writes them.
+var wireFields = map[string][]string{
+	"GaussianDpEvent":                  {"type", "noise_multiplier"},
+	"PoissonSampledDpEvent":            {"type", "sampling_probability", "event"},
+	"SampledWithoutReplacementDpEvent": {"type", "source_dataset_size", "sample_size", "event"},
+	"SelfComposedDpEvent":              {"type", "event", "count"},
+	"ComposedDpEvent":                  {"type", "events"},
+	"NoOpDpEvent":                      {"type"},
+	"NonPrivateDpEvent":                {"type"},
+}
+
+// decodeEvent decodes one event at nesting depth depth (the top is 1).
+func decodeEvent(b []byte, depth int) (Event, error) {
+	if depth > MaxEventDepth {
+		return nil, fmt.Errorf("decoding DP event: nested deeper than %d", MaxEventDepth)
+	}
+	var w wire
+	keys, err := decodeStrict(b, &w)
+	if err != nil {
+		return nil, fmt.Errorf("decoding DP event: %w", err)
+	}
+	allowed, ok := wireFields[w.Type]
+	if !ok {
+		return nil, fmt.Errorf("unknown DP event type %q", w.Type)
+	}
+	for _, k := range keys {
+		if !slices.Contains(allowed, k) {
+			return nil, fmt.Errorf("%s: field %q does not belong to this type", w.Type, k)
+		}
+	}
+	return fromWire(w, depth)
+}
+
+// decodeStrict decodes one JSON object into w and returns its keys. It
+// refuses unknown fields (a misspelt "events" must not make a composition
+// read as empty, i.e. free), keys that match a field only up to case or
+// occur twice (encoding/json would accept both, silently, where
+// dp_accounting's Python would read a different event), and anything
+// after the object.
+func decodeStrict(b []byte, w *wire) ([]string, error) {
+	keys, err := objectKeys(b)
+	if err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(w); err != nil {
-		return fmt.Errorf("decoding DP event: %w", err)
+		return nil, err
 	}
-	return nil
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the event")
+	}
+	return keys, nil
 }
 
-func fromWire(w wire) (Event, error) {
+// objectKeys returns the keys of the JSON object b, in order, refusing a
+// non-object, a key that is not one of wire's exact JSON names, and a
+// repeated key.
+func objectKeys(b []byte) ([]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil {
+		return nil, err
+	} else if tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	var keys []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		k, _ := tok.(string) // a key inside an object is always a string
+		if !slices.Contains(wireKeys, k) {
+			return nil, fmt.Errorf("unknown field %q", k)
+		}
+		if slices.Contains(keys, k) {
+			return nil, fmt.Errorf("duplicate field %q", k)
+		}
+		keys = append(keys, k)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// wireKeys is every JSON name of wire.
+var wireKeys = []string{"type", "noise_multiplier", "sampling_probability", "source_dataset_size", "sample_size", "count", "event", "events"}
+
+func fromWire(w wire, depth int) (Event, error) {
 	missing := func(f string) error { return fmt.Errorf("%s: missing field %s", w.Type, f) }
 	sub := func(raw json.RawMessage) (Event, error) {
 		if len(raw) == 0 {
 			return nil, missing("event")
 		}
-		var sw wire
-		if err := decodeStrict(raw, &sw); err != nil {
-			return nil, err
-		}
-		return fromWire(sw)
+		return decodeEvent(raw, depth+1)
 	}
 	switch w.Type {
 	case "GaussianDpEvent":
@@ -238,6 +328,8 @@ func fromWire(w wire) (Event, error) {
 		e, err := sub(w.Event)
 		return SelfComposed{Event: e, Count: *w.Count}, err
 	case "ComposedDpEvent":
+		// No "events" key is the empty composition: MarshalEvent omits
+		// the empty list, so stored ledgers hold that form.
 		c := Composed{}
 		for _, raw := range w.Events {
 			e, err := sub(raw)

@@ -70,7 +70,7 @@ func Account(events []Event, delta float64) (Report, error) {
 	q, z, steps, ok := homogeneousPoisson(events)
 	switch {
 	case !ok:
-		rep.PLD.Note = "PLD accountant covers only ledgers of one repeated Poisson-sampled Gaussian event; RDP used"
+		rep.PLD.Note = "PLD accountant covers only ledgers of one repeated Poisson-sampled Gaussian event, at most 2⁶³−1 times; RDP used"
 	case delta < 1e-12:
 		rep.PLD.Note = "δ below 1e-12 is beyond the PLD accountant's floating-point resolution; RDP used"
 	case steps == 0:
@@ -94,7 +94,8 @@ func Account(events []Event, delta float64) (Report, error) {
 
 // homogeneousPoisson reports whether events (with SelfComposed and
 // Composed flattened, NoOps dropped) are n copies of one
-// PoissonSampled(q, Gaussian(z)).
+// PoissonSampled(q, Gaussian(z)), n ≤ math.MaxInt: a count that
+// overflows int is not ok.
 func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
 	var walk func(e Event, times int) bool
 	walk = func(e Event, times int) bool {
@@ -102,6 +103,13 @@ func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
 		case NoOp:
 			return true
 		case SelfComposed:
+			// A hostile or corrupt ledger can nest counts whose product
+			// overflows int, e.g. 2³² × 2³² = 2⁶⁴ ≡ 0, which would read as
+			// zero rounds and ε = 0; such a ledger is left to RDP, whose
+			// float arithmetic saturates to +Inf instead.
+			if e.Count != 0 && times > math.MaxInt/e.Count {
+				return false
+			}
 			return walk(e.Event, times*e.Count)
 		case Composed:
 			for _, s := range e.Events {
@@ -116,6 +124,9 @@ func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
 				return false
 			}
 			if n > 0 && (e.SamplingProbability != q || g.NoiseMultiplier != z) {
+				return false
+			}
+			if n > math.MaxInt-times { // the total would overflow
 				return false
 			}
 			q, z = e.SamplingProbability, g.NoiseMultiplier

@@ -82,19 +82,25 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}, nil
 }
 
-// stageErr is the error for a call in the wrong round; from ≠ 0 makes it a
-// client's fault.
-func (s *Server) stageErr(from ClientID, what string, want serverStage) error {
-	var err error
+// roundErr is the cause of a call in the wrong round.
+func (s *Server) roundErr(what string, want serverStage) error {
 	if s.stage == stageAborted {
-		err = fmt.Errorf("%s: instance aborted: %w", what, ErrTooFewSurvivors)
-	} else {
-		err = fmt.Errorf("%s during %v, expected during %v: %w", what, s.stage, want, errStage)
+		return fmt.Errorf("%s: instance aborted: %w", what, ErrTooFewSurvivors)
 	}
-	if from != 0 {
-		return &PeerError{Client: from, Err: err}
-	}
-	return fmt.Errorf("secagg: %w", err)
+	return fmt.Errorf("%s during %v, expected during %v: %w", what, s.stage, want, errStage)
+}
+
+// stageErr is the error for the server's own call (Close…, Finish) in the
+// wrong round.
+func (s *Server) stageErr(what string, want serverStage) error {
+	return fmt.Errorf("secagg: %w", s.roundErr(what, want))
+}
+
+// peerStageErr is the error for a client's message or request in the
+// wrong round: a *PeerError naming from, even a from of 0 (which no
+// client has), since the message, not the server, is at fault.
+func (s *Server) peerStageErr(from ClientID, what string, want serverStage) error {
+	return &PeerError{Client: from, Err: s.roundErr(what, want)}
 }
 
 // member returns the index in U1 of id, if any.
@@ -110,7 +116,7 @@ func (s *Server) Advertise(m AdvertiseMsg) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageAdvertise {
-		return s.stageErr(m.From, "AdvertiseKeys message", stageAdvertise)
+		return s.peerStageErr(m.From, "AdvertiseKeys message", stageAdvertise)
 	}
 	switch {
 	case m.From == 0:
@@ -148,7 +154,7 @@ func (s *Server) CloseAdvertise() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageAdvertise {
-		return s.stageErr(0, "CloseAdvertise", stageAdvertise)
+		return s.stageErr("CloseAdvertise", stageAdvertise)
 	}
 	n := len(s.adv)
 	if n < max(s.cfg.MinClients, 2) {
@@ -193,7 +199,7 @@ func (s *Server) Keys(id ClientID) (KeysMsg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageShareKeys {
-		return KeysMsg{}, s.stageErr(id, "keys request", stageShareKeys)
+		return KeysMsg{}, s.peerStageErr(id, "keys request", stageShareKeys)
 	}
 	i, ok := s.member(id)
 	if !ok {
@@ -216,7 +222,7 @@ func (s *Server) ShareKeys(m ShareKeysMsg) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageShareKeys {
-		return s.stageErr(m.From, "ShareKeys message", stageShareKeys)
+		return s.peerStageErr(m.From, "ShareKeys message", stageShareKeys)
 	}
 	i, ok := s.member(m.From)
 	if !ok {
@@ -256,7 +262,7 @@ func (s *Server) CloseShareKeys() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageShareKeys {
-		return s.stageErr(0, "CloseShareKeys", stageShareKeys)
+		return s.stageErr("CloseShareKeys", stageShareKeys)
 	}
 	if len(s.sent) < s.minSurvivors() {
 		s.stage = stageAborted
@@ -290,7 +296,7 @@ func (s *Server) Shares(id ClientID) (SharesMsg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageMaskedInput {
-		return SharesMsg{}, s.stageErr(id, "shares request", stageMaskedInput)
+		return SharesMsg{}, s.peerStageErr(id, "shares request", stageMaskedInput)
 	}
 	i, ok := s.member(id)
 	if !ok || !s.inU2[i] {
@@ -311,7 +317,7 @@ func (s *Server) MaskedInput(m MaskedInputMsg) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageMaskedInput {
-		return s.stageErr(m.From, "masked input", stageMaskedInput)
+		return s.peerStageErr(m.From, "masked input", stageMaskedInput)
 	}
 	i, ok := s.member(m.From)
 	switch {
@@ -334,7 +340,7 @@ func (s *Server) CloseMaskedInput() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageMaskedInput {
-		return s.stageErr(0, "CloseMaskedInput", stageMaskedInput)
+		return s.stageErr("CloseMaskedInput", stageMaskedInput)
 	}
 	n3 := 0
 	for _, in := range s.inU3 {
@@ -364,7 +370,7 @@ func (s *Server) UnmaskRequest(id ClientID) (UnmaskRequestMsg, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageUnmask {
-		return UnmaskRequestMsg{}, s.stageErr(id, "unmask request", stageUnmask)
+		return UnmaskRequestMsg{}, s.peerStageErr(id, "unmask request", stageUnmask)
 	}
 	i, ok := s.member(id)
 	if !ok || !s.inU3[i] {
@@ -406,7 +412,7 @@ func (s *Server) Unmask(m UnmaskMsg) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stage != stageUnmask {
-		return s.stageErr(m.From, "unmask message", stageUnmask)
+		return s.peerStageErr(m.From, "unmask message", stageUnmask)
 	}
 	i, ok := s.member(m.From)
 	switch {
@@ -480,7 +486,7 @@ func (s *Server) Finish() (Result, error) {
 		return cloneResult(*s.result), nil
 	}
 	if s.stage != stageUnmask {
-		return Result{}, s.stageErr(0, "Finish", stageUnmask)
+		return Result{}, s.stageErr("Finish", stageUnmask)
 	}
 	r, err := s.finish()
 	if err != nil {

@@ -218,6 +218,12 @@ func readMeta(b *bolt.Bucket, id string) (Job, error) {
 	if raw == nil {
 		return j, fmt.Errorf("storage: job %q: missing meta: %w", id, ErrCorrupt)
 	}
+	return decodeMeta(id, raw)
+}
+
+// decodeMeta checks and decodes the framed meta record of job id.
+func decodeMeta(id string, raw []byte) (Job, error) {
+	var j Job
 	p, err := unframe(raw)
 	if err != nil {
 		return j, fmt.Errorf("storage: job %q meta: %v: %w", id, err, ErrCorrupt)

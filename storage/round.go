@@ -118,7 +118,11 @@ func readMetrics(b *bolt.Bucket, id string) ([]json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]json.RawMessage, 0, j.Round)
+	// j.Round comes from the store and is only as trustworthy as its
+	// checksum: a record with a huge round but a valid CRC (a foreign or
+	// buggy writer) must be reported as corrupt, not allocated, so the
+	// preallocation is capped and the loop below finds the gap.
+	out := make([]json.RawMessage, 0, min(j.Round, 1<<12))
 	err = mb.ForEach(func(k, v []byte) error {
 		want := uint64(len(out)) + 1
 		r, ok := keyU64(k)
