@@ -12,7 +12,8 @@ import (
 
 // Evaluator computes a model's loss and accuracy on held-out data, split
 // across workers. Buffers are allocated once by NewEvaluator. Not safe for
-// concurrent use.
+// concurrent use. A panic in a worker is re-raised, as a *PanicError, in
+// the goroutine that called the method.
 type Evaluator struct {
 	m       model.Model
 	chunk   int
@@ -57,16 +58,23 @@ func (e *Evaluator) Dataset(params []float32, ds *data.Dataset) Metrics {
 	per := (n + len(e.workers) - 1) / len(e.workers)
 	loss := make([]float64, len(e.workers))
 	correct := make([]int, len(e.workers))
+	panics := make([]*PanicError, len(e.workers))
 	var wg sync.WaitGroup
 	for i := range e.workers {
 		lo, hi := min(i*per, n), min((i+1)*per, n)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					panics[i] = newPanicError(p)
+				}
+			}()
 			loss[i], correct[i] = e.workers[i].ws.Evaluate(params, ds.X[lo*ds.Dim:hi*ds.Dim], ds.Y[lo:hi])
 		}()
 	}
 	wg.Wait()
+	rethrow(panics)
 	return sumMetrics(loss, correct, n)
 }
 
@@ -110,6 +118,7 @@ func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, 
 		accs    []float64
 	}
 	res := make([]result, len(e.workers))
+	panics := make([]*PanicError, len(e.workers))
 	next := make(chan int, 64)
 	var wg sync.WaitGroup
 	for i := range e.workers {
@@ -117,6 +126,16 @@ func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// Re-raised in the caller's goroutine (rethrow), which a
+				// job runner recovers; keep taking ids so the sender
+				// finishes.
+				if p := recover(); p != nil {
+					panics[i] = newPanicError(p)
+					for range next {
+					}
+				}
+			}()
 			dim := pop.Base().Dim
 			for id := range next {
 				parts := examples(pop.Client(id))
@@ -151,6 +170,7 @@ func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, 
 	}
 	close(next)
 	wg.Wait()
+	rethrow(panics)
 	var out ClientMetrics
 	loss := make([]float64, len(res))
 	correct := make([]int, len(res))

@@ -259,7 +259,8 @@ func (f *FedAvg) setup() {
 // deltas and applies the server step to params in place. round numbers the
 // round (1-based) for the shuffles' seeds; expected is the sampler's
 // expected cohort size, the DP denominator. On error (cancelled ctx, failed
-// aggregation) params are left unchanged.
+// aggregation, a *PanicError from a client's training) params are left
+// unchanged.
 func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed data.Population, cohort []int, expected float64) (RoundStats, error) {
 	if len(params) != f.Model.NumParams() {
 		return RoundStats{}, fmt.Errorf("fl: params have %d values, model %s has %d", len(params), f.Model.Name(), f.Model.NumParams())
@@ -281,6 +282,16 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic here would end the process: fail the round
+				// instead, and keep taking the cohort so that the sender
+				// is not left blocked.
+				if p := recover(); p != nil {
+					w.err = newPanicError(p)
+					for range next {
+					}
+				}
+			}()
 			for id := range next {
 				c := fed.Client(id)
 				// The same stream as rand.New(rand.NewPCG(f.Seed, …)).
@@ -346,6 +357,11 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 	}
 	close(next)
 	wg.Wait()
+	for _, w := range f.workers {
+		if w.err != nil {
+			return RoundStats{}, w.err
+		}
+	}
 	if cancelled != nil {
 		return RoundStats{}, cancelled
 	}

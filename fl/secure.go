@@ -348,6 +348,16 @@ func (s *SecureAggregator) each(n int, keep func(int) bool, f func(i int, w *wor
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A panic here would end the process: return it as the
+				// worker's error, and keep taking clients so that the
+				// sender finishes.
+				if p := recover(); p != nil {
+					errs[k] = newPanicError(p)
+					for range next {
+					}
+				}
+			}()
 			w := &worker32{rng: rng}
 			for i := range next {
 				if errs[k] == nil {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 )
@@ -22,6 +23,9 @@ const (
 	idxMaxDims   = 4       // enough for N×rows×cols×channels
 	idxMaxBytes  = 1 << 30 // refuse to read more than 1 GiB of elements
 	idxFirstRead = 1 << 26 // trust a header for at most 64 MiB up front (Fashion-MNIST: 45 MiB)
+	// idxMaxGzipRatio is deflate's largest expansion: a 258-byte match
+	// coded in 2 bits, 1032 bytes per input byte.
+	idxMaxGzipRatio = 1032
 )
 
 // idxTypeNames names the IDX element types other than unsigned byte, for
@@ -34,12 +38,39 @@ var idxTypeNames = map[byte]string{0x09: "signed byte", 0x0B: "int16", 0x0C: "in
 //
 // Errors, each prefixed "idx:": a magic number not starting with two zero
 // bytes, an element type other than 0x08 (the "wrong type code"), 0 or more
-// than 4 dimensions, more than 1 GiB of elements, a file shorter than its
-// header announces ("truncated"), bytes after the last element ("trailing
-// data"), and gzip errors (corrupt stream, checksum mismatch). A truncated
-// file does not make ReadIDX allocate the size its header claims.
+// than 4 dimensions, a dimension or their product over 1 GiB of elements,
+// a file shorter than its header announces ("truncated"), bytes after the
+// last element ("trailing data"), and gzip errors (corrupt stream,
+// checksum mismatch).
+//
+// A header cannot make ReadIDX allocate much more than the file holds:
+// where r tells its size (a Size method, as *bytes.Reader has, or a Stat
+// of a regular file, as *os.File has), an uncompressed file announcing
+// more elements than it has bytes is refused before any allocation, and
+// the first allocation for a compressed one is at most deflate's largest
+// expansion (1032:1) of its size; beyond that, and where the size is
+// unknown, memory grows only as elements arrive, from at most 64 MiB.
 func ReadIDX(r io.Reader) (dims []int, data []byte, err error) {
+	return readIDX(r, readerSize(r))
+}
+
+// readerSize is the size of what r reads, if it can tell, else -1.
+func readerSize(r io.Reader) int64 {
+	switch r := r.(type) {
+	case interface{ Size() int64 }:
+		return r.Size()
+	case interface{ Stat() (fs.FileInfo, error) }:
+		if fi, err := r.Stat(); err == nil && fi.Mode().IsRegular() {
+			return fi.Size()
+		}
+	}
+	return -1
+}
+
+// readIDX is ReadIDX of a stream of at most size bytes (-1: unknown).
+func readIDX(r io.Reader, size int64) (dims []int, data []byte, err error) {
 	br := bufio.NewReader(r)
+	compressed := false
 	if head, err := br.Peek(2); err == nil && head[0] == 0x1f && head[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
@@ -47,6 +78,7 @@ func ReadIDX(r io.Reader) (dims []int, data []byte, err error) {
 		}
 		defer gz.Close()
 		br = bufio.NewReader(gz)
+		compressed = true
 	}
 	var magic [4]byte
 	if n, err := io.ReadFull(br, magic[:]); err != nil {
@@ -71,31 +103,43 @@ func ReadIDX(r io.Reader) (dims []int, data []byte, err error) {
 		return nil, nil, fmt.Errorf("idx: truncated: %d of the %d dimension bytes: %w", n, 4*nd, err)
 	}
 	dims = make([]int, nd)
-	size := 1
+	var n uint64 = 1 // uint64: ≤ 2^30 · 2^32 cannot overflow, even where int has 32 bits
 	for i := range dims {
-		dims[i] = int(binary.BigEndian.Uint32(hdr[4*i:]))
-		size *= dims[i] // ≤ 2^30 · 2^32: no overflow in 64-bit int
-		if size > idxMaxBytes {
+		d := uint64(binary.BigEndian.Uint32(hdr[4*i:]))
+		dims[i] = int(min(d, idxMaxBytes+1)) // fits an int of 32 bits too
+		// Each dimension on its own too: after a 0, the product stays 0.
+		if n *= d; d > idxMaxBytes || n > idxMaxBytes {
 			return nil, nil, fmt.Errorf("idx: dimensions %v exceed %d bytes", dims[:i+1], idxMaxBytes)
 		}
 	}
-	data = make([]byte, 0, min(size, idxFirstRead))
-	for len(data) < size {
-		if len(data) == cap(data) {
-			data = slices.Grow(data, min(size-len(data), len(data)))
+	want := int(n)
+	first := min(want, idxFirstRead)
+	switch {
+	case size < 0: // unknown: memory grows as elements arrive
+	case !compressed:
+		if left := size - int64(4+4*nd); int64(want) > left {
+			return nil, nil, fmt.Errorf("idx: truncated: dimensions %v announce %d bytes of data, the file holds at most %d", dims, want, max(left, 0))
 		}
-		n, err := io.ReadFull(br, data[len(data):min(cap(data), size)])
+	case size < int64(first)/idxMaxGzipRatio: // no overflow in the product
+		first = int(size * idxMaxGzipRatio)
+	}
+	data = make([]byte, 0, first)
+	for len(data) < want {
+		if len(data) == cap(data) {
+			data = slices.Grow(data, min(want-len(data), max(len(data), 512)))
+		}
+		n, err := io.ReadFull(br, data[len(data):min(cap(data), want)])
 		data = data[:len(data)+n]
 		if err != nil {
 			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, nil, fmt.Errorf("idx: truncated: dimensions %v announce %d bytes of data, found %d", dims, size, len(data))
+				return nil, nil, fmt.Errorf("idx: truncated: dimensions %v announce %d bytes of data, found %d", dims, want, len(data))
 			}
 			return nil, nil, fmt.Errorf("idx: reading data: %w", err)
 		}
 	}
 	switch _, err := br.ReadByte(); {
 	case err == nil:
-		return nil, nil, fmt.Errorf("idx: trailing data after the %d bytes announced by dimensions %v", size, dims)
+		return nil, nil, fmt.Errorf("idx: trailing data after the %d bytes announced by dimensions %v", want, dims)
 	case err != io.EOF: // e.g. gzip checksum, only checked at end of stream
 		return nil, nil, fmt.Errorf("idx: after data: %w", err)
 	}
@@ -145,6 +189,12 @@ func LoadIDXPair(imagesPath, labelsPath string, classes int) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	return idxDataset(imagesPath, idims, img, labelsPath, ldims, lab, classes)
+}
+
+// idxDataset is LoadIDXPair's Dataset from the files' dimensions and
+// elements, as ReadIDX returns them.
+func idxDataset(imagesPath string, idims []int, img []byte, labelsPath string, ldims []int, lab []byte, classes int) (*Dataset, error) {
 	if len(idims) < 2 {
 		return nil, fmt.Errorf("data: %s: images need dimensions N×…, got %v", imagesPath, idims)
 	}

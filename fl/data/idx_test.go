@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -161,5 +162,42 @@ func TestLoadIDXPair(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one mentioning %q", c.name, err, c.want)
 		}
+	}
+}
+
+// A header announcing up to 1 GiB cannot make ReadIDX allocate it, or
+// even its 64 MiB first read, for a file that holds a few bytes: raw or
+// gzip'd, from memory or from a file.
+func TestReadIDXHeaderCannotAllocate(t *testing.T) {
+	huge := idxBytes(8, []uint32{1 << 15, 1 << 15}, []byte{1, 2, 3})
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name string
+		file []byte
+	}{{"raw", huge}, {"gzip", gzipped(huge)}} {
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, c.file, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		read := map[string]func() error{
+			"bytes.Reader": func() error { _, _, err := ReadIDX(bytes.NewReader(c.file)); return err },
+			"file":         func() error { _, _, err := readIDXFile(p); return err },
+		}
+		for how, f := range read {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := f()
+			runtime.ReadMemStats(&after)
+			if err == nil || !strings.Contains(err.Error(), "truncated") {
+				t.Errorf("%s from a %s: error %v, want truncated", c.name, how, err)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+				t.Errorf("%s from a %s: a %d-byte file announcing 1 GiB allocated %d bytes", c.name, how, len(c.file), got)
+			}
+		}
+	}
+	// A dimension over the limit is refused even where another is 0.
+	if _, _, err := ReadIDX(bytes.NewReader(idxBytes(8, []uint32{0, 1 << 31}, nil))); err == nil || !strings.Contains(err.Error(), "exceed") {
+		t.Errorf("dimensions 0×2^31: %v, want refused", err)
 	}
 }

@@ -1,9 +1,11 @@
 package data
 
 import (
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -24,11 +26,12 @@ const (
 )
 
 // writeLEAF writes the fixture (with files replaced by name: "a.json",
-// "b.json" in train, "test.json" in test) and returns the two dirs.
-func writeLEAF(t *testing.T, replace map[string]string) (train, test string) {
+// "b.json" in train, "test.json" in test) under a new data root and
+// returns the root, opened, and the two directories relative to it.
+func writeLEAF(t *testing.T, replace map[string]string) (root *os.Root, train, test string) {
 	t.Helper()
-	root := t.TempDir()
-	train, test = filepath.Join(root, "train"), filepath.Join(root, "test")
+	dir := t.TempDir()
+	train, test = "train", "test"
 	for _, f := range []struct{ dir, name, body string }{
 		{train, "a.json", leafTrainA}, {train, "b.json", leafTrainB}, {test, "test.json", leafTest},
 	} {
@@ -36,18 +39,29 @@ func writeLEAF(t *testing.T, replace map[string]string) (train, test string) {
 		if r, ok := replace[f.name]; ok {
 			body = r
 		}
-		if err := os.MkdirAll(f.dir, 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Join(dir, f.dir), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(f.dir, f.name), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, f.dir, f.name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Files that are not *.json are ignored.
-	if err := os.WriteFile(filepath.Join(train, "README"), []byte("not json"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, train, "README"), []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return train, test
+	return openRoot(t, dir), train, test
+}
+
+// openRoot opens dir as an os.Root, closed at the end of the test.
+func openRoot(t *testing.T, dir string) *os.Root {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }
 
 // rowsOf is the set of (features…, label) rows of client id, sorted.
@@ -63,8 +77,8 @@ func rowsOf(f *Federated, id int) [][]float32 {
 }
 
 func TestLoadLEAF(t *testing.T) {
-	trainDir, testDir := writeLEAF(t, nil)
-	train, test, users, err := LoadLEAF(trainDir, testDir, LEAFOptions{})
+	root, trainDir, testDir := writeLEAF(t, nil)
+	train, test, users, err := LoadLEAF(root, trainDir, testDir, LEAFOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,15 +118,18 @@ func TestLoadLEAF(t *testing.T) {
 		}
 	}
 
-	train, _, _, err = LoadLEAF(trainDir, testDir, LEAFOptions{Classes: 62, HeldOutFraction: 0.5, Seed: 3})
+	train, _, _, err = LoadLEAF(root, trainDir, testDir, LEAFOptions{Classes: 62, HeldOutFraction: 0.5, Seed: 3})
 	if err != nil || train.Base().Classes != 62 || len(train.Client(2).HeldOut) != 1 || train.ClientSize(2) != 2 {
 		t.Errorf("classes 62, held out 0.5: %v", err)
 	}
-	train, test, users, err = LoadLEAF(trainDir, "", LEAFOptions{})
+	train, test, users, err = LoadLEAF(root, trainDir, "", LEAFOptions{})
 	if err != nil || test != nil || len(users) != 3 || train.NumClients() != 3 {
 		t.Errorf("no test dir: %v users, test %v, %v", users, test, err)
 	}
 }
+
+// userName matches the fixture's user names.
+var userName = regexp.MustCompile(`\bu[0-9]\b`)
 
 func TestLoadLEAFErrors(t *testing.T) {
 	r := strings.NewReplacer
@@ -125,60 +142,77 @@ func TestLoadLEAFErrors(t *testing.T) {
 	cases := []struct {
 		name    string
 		replace map[string]string
-		want    []string // substrings: the file, the user, the problem
+		want    []string // substrings: the file, the user's position, the problem
 	}{
-		{"num_samples vs x", a(`[2, 1]`, `[2, 2]`), []string{"a.json", `user "u2"`, "num_samples is 2 but x has 1"}},
-		{"y length", a(`"y": [0, 4]`, `"y": [0]`), []string{"a.json", `user "u1"`, "y 1"}},
-		{"dim across files", te(`[[2, 2, 2], [3, 3, 3]]`, `[[2, 2, 2], [3, 3]]`), []string{"test.json", `user "u4"`, "sample 1 has 2 features", "a.json"}},
-		{"empty vector", a(`[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]`, `[[], []]`), []string{"a.json", `user "u1"`, "empty feature vector"}},
-		{"label ≥ 256", a(`"y": [0, 4]`, `"y": [0, 300]`), []string{"a.json", `user "u1"`, "label 300"}},
-		{"negative label", a(`"y": [2]`, `"y": [-1]`), []string{"a.json", `user "u2"`, "label -1"}},
-		{"fractional label", a(`"y": [2]`, `"y": [1.5]`), []string{"a.json", `user "u2"`, "integer labels"}},
-		{"string x", a(`[[1, 1, 1]]`, `["to be or not to b"]`), []string{"a.json", `user "u2"`, "not supported yet"}},
-		{"string features", a(`[[1, 1, 1]]`, `[["id", "Mon Apr 06", "NO_QUERY", "user", "tweet"]]`), []string{"a.json", `user "u2"`, "not supported yet"}},
-		{"string y", a(`"y": [2]`, `"y": ["e"]`), []string{"a.json", `user "u2"`, "y holds strings", "not supported yet"}},
-		{"flat x", a(`[[1, 1, 1]]`, `[1]`), []string{"a.json", `user "u2"`, "numeric feature vectors"}},
-		{"no x", a(`"x": [[1, 1, 1]], `, ``), []string{"a.json", `user "u2"`, `no "x"`}},
-		{"no y", a(`, "y": [2]`, ``), []string{"a.json", `user "u2"`, `no "y"`}},
-		{"listed without data", a(`"u2": {"x": [[1, 1, 1]], "y": [2]}`, `"u9": {"x": [[1, 1, 1]], "y": [2]}`), []string{"a.json", `"u9"`, "not in users"}},
-		{"listed, no user_data", a(`["u1", "u2"], "num_samples": [2, 1]`, `["u1", "u2", "u5"], "num_samples": [2, 1, 0]`), []string{"a.json", `user "u5"`, "no user_data"}},
-		{"duplicate in file", a(`["u1", "u2"], "num_samples": [2, 1]`, `["u1", "u2", "u1"], "num_samples": [2, 1, 2]`), []string{"a.json", `user "u1" listed twice`}},
-		{"duplicate across files", map[string]string{"b.json": r(`"u3"`, `"u2"`).Replace(leafTrainB)}, []string{"b.json", `user "u2" is also in`, "a.json"}},
-		{"num_samples count", a(`[2, 1]`, `[2]`), []string{"a.json", "1 num_samples for 2 users"}},
-		{"no users", a(`"users"`, `"people"`), []string{"a.json", `no "users"`}},
-		{"no num_samples", a(`"num_samples"`, `"counts"`), []string{"a.json", `no "num_samples"`}},
-		{"no user_data", a(`"user_data"`, `"data"`), []string{"a.json", `no "user_data"`}},
-		{"bad JSON", a(`]}}}`, `]}}`), []string{"a.json", "unexpected end"}},
-		{"not an object", map[string]string{"b.json": `[1, 2]`}, []string{"b.json", "cannot unmarshal array"}},
+		{"num_samples vs x", a(`[2, 1]`, `[2, 2]`), []string{"train/a.json", "users[1]", `"num_samples" disagrees`}},
+		{"y length", a(`"y": [0, 4]`, `"y": [0]`), []string{"train/a.json", "users[0]", `"num_samples" disagrees`}},
+		{"dim across files", te(`[[2, 2, 2], [3, 3, 3]]`, `[[2, 2, 2], [3, 3]]`), []string{"test/test.json", "users[2]", "sample 1 has a different number of features than train/a.json users[0] sample 0"}},
+		{"empty vector", a(`[[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]`, `[[], []]`), []string{"train/a.json", "users[0]", "empty feature vector"}},
+		{"label ≥ 256", a(`"y": [0, 4]`, `"y": [0, 300]`), []string{"train/a.json", "users[0]", "sample 1 has a label outside [0, 256)"}},
+		{"negative label", a(`"y": [2]`, `"y": [-1]`), []string{"train/a.json", "users[1]", "label outside"}},
+		{"fractional label", a(`"y": [2]`, `"y": [1.5]`), []string{"train/a.json", "users[1]", "integer labels"}},
+		{"string x", a(`[[1, 1, 1]]`, `["to be or not to b"]`), []string{"train/a.json", "users[1]", "not supported yet"}},
+		{"string features", a(`[[1, 1, 1]]`, `[["id", "Mon Apr 06", "NO_QUERY", "user", "tweet"]]`), []string{"train/a.json", "users[1]", "not supported yet"}},
+		{"string y", a(`"y": [2]`, `"y": ["e"]`), []string{"train/a.json", "users[1]", "y holds strings", "not supported yet"}},
+		{"flat x", a(`[[1, 1, 1]]`, `[1]`), []string{"train/a.json", "users[1]", "numeric feature vectors"}},
+		{"no x", a(`"x": [[1, 1, 1]], `, ``), []string{"train/a.json", "users[1]", `no "x"`}},
+		{"no y", a(`, "y": [2]`, ``), []string{"train/a.json", "users[1]", `no "y"`}},
+		{"data for an unlisted user", a(`"u2": {"x": [[1, 1, 1]], "y": [2]}`, `"u9": {"x": [[1, 1, 1]], "y": [2]}`), []string{"train/a.json", `"user_data" has a user who is not in "users"`}},
+		{"listed, no user_data", a(`["u1", "u2"], "num_samples": [2, 1]`, `["u1", "u2", "u5"], "num_samples": [2, 1, 0]`), []string{"train/a.json", `users[2] has no "user_data"`}},
+		{"duplicate in file", a(`["u1", "u2"], "num_samples": [2, 1]`, `["u1", "u2", "u1"], "num_samples": [2, 1, 2]`), []string{"train/a.json", "users[2] is listed twice"}},
+		{"duplicate across files", map[string]string{"b.json": r(`"u3"`, `"u2"`).Replace(leafTrainB)}, []string{"train/b.json", "users[0] is also listed in train/a.json"}},
+		{"num_samples count", a(`[2, 1]`, `[2]`), []string{"train/a.json", `"num_samples" and "users" differ in length`}},
+		{"no users", a(`"users"`, `"people"`), []string{"train/a.json", `no "users"`}},
+		{"no num_samples", a(`"num_samples"`, `"counts"`), []string{"train/a.json", `no "num_samples"`}},
+		{"no user_data", a(`"user_data"`, `"data"`), []string{"train/a.json", `no "user_data"`}},
+		{"bad JSON", a(`]}}}`, `]}}`), []string{"train/a.json", "not valid JSON"}},
+		{"not an object", map[string]string{"b.json": `[1, 2]`}, []string{"train/b.json", "not a LEAF object"}},
 		{"no test examples", map[string]string{"test.json": `{"users": [], "num_samples": [], "user_data": {}}`}, []string{"test: no examples"}},
 	}
 	for _, c := range cases {
-		trainDir, testDir := writeLEAF(t, c.replace)
-		_, _, _, err := LoadLEAF(trainDir, testDir, LEAFOptions{})
+		root, trainDir, testDir := writeLEAF(t, c.replace)
+		_, _, _, err := LoadLEAF(root, trainDir, testDir, LEAFOptions{})
+		var le *LEAFError
+		if !errors.As(err, &le) || le.Test != strings.HasPrefix(le.Path, "test") {
+			t.Errorf("%s: error %#v, want a *LEAFError for the right directory", c.name, err)
+			continue
+		}
 		for _, w := range c.want {
-			if err == nil || !strings.Contains(err.Error(), w) {
+			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want one mentioning %q", c.name, err, w)
 				break
 			}
 		}
+		// User names are file contents: errors give positions instead.
+		if userName.MatchString(err.Error()) {
+			t.Errorf("%s: error %v names a user", c.name, err)
+		}
 	}
 
-	trainDir, testDir := writeLEAF(t, nil)
-	empty := t.TempDir()
+	root, trainDir, testDir := writeLEAF(t, nil)
+	if err := os.Mkdir(filepath.Join(root.Name(), "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name        string
+		root        *os.Root
 		train, test string
 		opt         LEAFOptions
 		want        []string
 	}{
-		{"labels ≥ classes", trainDir, testDir, LEAFOptions{Classes: 4}, []string{"a.json", `user "u1"`, "label 4, outside [0, 4)"}},
-		{"classes", trainDir, testDir, LEAFOptions{Classes: 257}, []string{"classes"}},
-		{"held out", trainDir, testDir, LEAFOptions{HeldOutFraction: math.NaN()}, []string{"held-out"}},
-		{"empty dir", empty, testDir, LEAFOptions{}, []string{empty, "no *.json files"}},
-		{"missing dir", filepath.Join(empty, "nope"), testDir, LEAFOptions{}, []string{"nope", "no such file"}},
-		{"missing test dir", trainDir, filepath.Join(empty, "nope"), LEAFOptions{}, []string{"nope", "no such file"}},
+		{"labels ≥ classes", root, trainDir, testDir, LEAFOptions{Classes: 4}, []string{"train/a.json", "users[0]", "sample 1 has a label outside [0, 4)"}},
+		{"classes", root, trainDir, testDir, LEAFOptions{Classes: 257}, []string{"classes"}},
+		{"held out", root, trainDir, testDir, LEAFOptions{HeldOutFraction: math.NaN()}, []string{"held-out"}},
+		{"no root", nil, trainDir, testDir, LEAFOptions{}, []string{"no data root"}},
+		{"empty dir", root, "empty", testDir, LEAFOptions{}, []string{"empty: no *.json files"}},
+		{"missing dir", root, "nope", testDir, LEAFOptions{}, []string{"nope: not a readable LEAF directory under the data root"}},
+		{"missing test dir", root, trainDir, "nope", LEAFOptions{}, []string{"nope: not a readable LEAF directory"}},
+		{"a file, not a dir", root, "train/a.json", testDir, LEAFOptions{}, []string{"train/a.json: not a readable LEAF directory"}},
+		{"absolute", root, "/etc", testDir, LEAFOptions{}, []string{"/etc: must be a path relative"}},
+		{"parent", root, "train/../../x", testDir, LEAFOptions{}, []string{`".." is not allowed`}},
+		{"glob", root, "tr*", testDir, LEAFOptions{}, []string{"glob characters"}},
 	} {
-		_, _, _, err := LoadLEAF(c.train, c.test, c.opt)
+		_, _, _, err := LoadLEAF(c.root, c.train, c.test, c.opt)
 		for _, w := range c.want {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("%s: error %v, want one mentioning %q", c.name, err, w)

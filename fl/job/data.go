@@ -1,7 +1,9 @@
 package job
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/dpfl/dpfl/fl/data"
 )
@@ -12,9 +14,7 @@ import (
 func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) {
 	switch spec.Dataset {
 	case "leaf":
-		train, test, _, err := data.LoadLEAF(spec.LEAF.TrainDir, spec.LEAF.TestDir, data.LEAFOptions{
-			Classes: spec.LEAF.Classes, HeldOutFraction: spec.Population.HeldOutFraction, Seed: spec.Seed,
-		})
+		train, test, err := m.loadLEAF(spec)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -109,4 +109,57 @@ func (m *Manager) dataNotes(spec Spec) []string {
 	}
 	return []string{fmt.Sprintf("users of an on-demand population draw their examples independently, so an example may be held by more than one user "+
 		"(about %.2f users per example on average) and is then protected only at group level; population.on_demand false gives every example to one user", held)}
+}
+
+// errNoDataRoot refuses LEAF jobs on a server started without a data
+// root: without one, a spec would name any path on the server.
+var errNoDataRoot = errors.New("the server has no --data-root; leaf datasets are disabled")
+
+// errDataRoot is what a client learns when the data root cannot be
+// opened: the server's own path and error are for its log.
+var errDataRoot = errors.New("leaf: the server's data root cannot be opened; see the server log")
+
+// loadLEAF reads the job's LEAF directories, relative to the data root
+// and through an os.Root, so that a spec reads nothing outside it. test
+// is never nil: a spec without leaf.test_dir is refused at validation.
+func (m *Manager) loadLEAF(spec Spec) (train, test *data.Federated, err error) {
+	if m.limits.DataRoot == "" {
+		return nil, nil, errNoDataRoot
+	}
+	if spec.LEAF.TestDir == "" { // Validate refuses it; test is scored on
+		return nil, nil, &ValidationError{Field: "leaf.test_dir", Rule: "is required with dataset leaf"}
+	}
+	root, err := os.OpenRoot(m.limits.DataRoot)
+	if err != nil {
+		m.log.Error("opening the data root", "err", err)
+		return nil, nil, errDataRoot
+	}
+	defer root.Close()
+	train, test, _, err = data.LoadLEAF(root, spec.LEAF.TrainDir, spec.LEAF.TestDir, data.LEAFOptions{
+		Classes: spec.LEAF.Classes, HeldOutFraction: spec.Population.HeldOutFraction, Seed: spec.Seed,
+	})
+	return train, test, err
+}
+
+// leafRefusal is the error Submit returns for a LEAF dataset that cannot
+// be loaded: a *ValidationError on the field at fault, except where the
+// fault is the server's own (its data root cannot be opened).
+func leafRefusal(err error) error {
+	var le *data.LEAFError
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return ve
+	case errors.Is(err, errDataRoot):
+		return err
+	case errors.Is(err, errNoDataRoot):
+		return &ValidationError{Field: "dataset", Rule: err.Error()}
+	case errors.As(err, &le):
+		field := "leaf.train_dir"
+		if le.Test {
+			field = "leaf.test_dir"
+		}
+		return &ValidationError{Field: field, Rule: le.Path + ": " + le.Reason}
+	}
+	return &ValidationError{Field: "leaf", Rule: err.Error()}
 }

@@ -387,8 +387,8 @@ func TestSyntheticJob(t *testing.T) {
 // its users become population.clients at submit, and an unreadable one
 // is refused, naming leaf. The labels partition runs too.
 func TestLEAFAndLabelsJobs(t *testing.T) {
-	m := manager(t)
 	dir := t.TempDir()
+	m := managerWithDataRoot(t, dir)
 	rng := rand.New(rand.NewPCG(1, 2))
 	users := map[string]any{}
 	var names []string
@@ -418,17 +418,17 @@ func TestLEAFAndLabelsJobs(t *testing.T) {
 	}
 	st := runToEnd(t, m, small(t, func(s *Spec) {
 		s.Dataset = "leaf"
-		s.LEAF = LEAFSpec{TrainDir: filepath.Join(dir, "train"), TestDir: filepath.Join(dir, "test"), Classes: 3}
+		s.LEAF = LEAFSpec{TrainDir: "train", TestDir: "test", Classes: 3} // under the data root
 		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 3}
 		s.DP.Enabled = false
 	}))
 	if st.State != storage.StateCompleted || st.Spec.Population.Clients != 6 || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.8 {
 		t.Fatalf("leaf job: %s, %d clients, test %+v: %s", st.State, st.Spec.Population.Clients, st.LatestTest, st.Message)
 	}
-	_, err := m.Submit(small(t, func(s *Spec) { s.Dataset, s.LEAF.TrainDir = "leaf", filepath.Join(dir, "nope") }))
+	_, err := m.Submit(small(t, func(s *Spec) { s.Dataset, s.LEAF.TrainDir, s.LEAF.TestDir = "leaf", "nope", "test" }))
 	var ve *ValidationError
-	if !errors.As(err, &ve) || ve.Field != "leaf" {
-		t.Fatalf("missing LEAF directory: %v, want a validation error on leaf", err)
+	if !errors.As(err, &ve) || ve.Field != "leaf.train_dir" {
+		t.Fatalf("missing LEAF directory: %v, want a validation error on leaf.train_dir", err)
 	}
 	st = runToEnd(t, m, small(t, func(s *Spec) {
 		s.Population.Partition, s.Population.LabelsPerClient = "labels", 2

@@ -2,9 +2,11 @@ package job
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/simd"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -24,8 +26,28 @@ type Status struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// Get returns job id's status.
-func (m *Manager) Get(id string) (Status, error) { return m.get(id, true) }
+// Get returns job id's status. A job whose stored configuration cannot
+// be decoded is still shown (with a zero Spec and a note saying so): one
+// bad record must not make the job, or the list, unreadable.
+func (m *Manager) Get(id string) (Status, error) {
+	j, err := m.db.Job(id)
+	if err != nil {
+		return Status{}, err
+	}
+	return lenient(m.status(j, true))
+}
+
+// lenient turns an unreadable configuration into a note on the status.
+func lenient(s Status, err error) (Status, error) {
+	if errors.Is(err, errConfigUnreadable) {
+		s.Spec, s.Notes = Spec{}, []string{err.Error()}
+		return s, nil
+	}
+	return s, err
+}
+
+// errConfigUnreadable: a job's stored configuration does not decode.
+var errConfigUnreadable = errors.New("stored configuration unreadable")
 
 func (m *Manager) get(id string, withMetrics bool) (Status, error) {
 	j, err := m.db.Job(id)
@@ -43,7 +65,7 @@ func (m *Manager) List() ([]Status, error) {
 	}
 	out := make([]Status, 0, len(jobs))
 	for _, j := range jobs {
-		s, err := m.status(j, false)
+		s, err := lenient(m.status(j, false))
 		if err != nil {
 			return nil, err
 		}
@@ -53,9 +75,9 @@ func (m *Manager) List() ([]Status, error) {
 }
 
 func (m *Manager) status(j storage.Job, withMetrics bool) (Status, error) {
-	s := Status{Job: j}
+	s := Status{Job: m.withTerminal(j)}
 	if err := json.Unmarshal(j.Config, &s.Spec); err != nil {
-		return s, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err)
+		return s, fmt.Errorf("job %s: %w: %v", j.ID, errConfigUnreadable, err)
 	}
 	s.Notes = m.dataNotes(s.Spec)
 	if !withMetrics {
@@ -191,7 +213,8 @@ type ModelExport struct {
 	Params []float32 `json:"params"`
 }
 
-// Model returns the checkpoint of job id's last committed round.
+// Model returns the checkpoint of job id's last committed round. A job
+// without one, or whose parameters are not all finite, is ErrConflict.
 func (m *Manager) Model(id string) (ModelExport, error) {
 	s, err := m.get(id, false)
 	if err != nil {
@@ -203,6 +226,12 @@ func (m *Manager) Model(id string) (ModelExport, error) {
 	}
 	if !ok {
 		return ModelExport{}, fmt.Errorf("%w: job %s has no committed round yet", ErrConflict, id)
+	}
+	// Runners check every round's model before committing it, but a
+	// database written before that check may hold a diverged one, which
+	// JSON cannot carry.
+	if !simd.AllFinite(ck.Params) {
+		return ModelExport{}, fmt.Errorf("%w: job %s's model of round %d has non-finite parameters (training diverged) and cannot be exported", ErrConflict, id, ck.Round)
 	}
 	return ModelExport{JobID: id, Model: s.Spec.Model, Round: ck.Round, NumParams: len(ck.Params), Params: ck.Params}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
 	"github.com/dpfl/dpfl/secagg"
+	"github.com/dpfl/dpfl/simd"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -30,6 +32,9 @@ var ErrConflict = errors.New("conflict")
 // ErrCapacity: the server is running as many jobs as Options.MaxRunningJobs
 // allows; the request may be retried later (HTTP 429).
 var ErrCapacity = errors.New("server at capacity")
+
+// errCalibrationDeadline stops calibrate's search at its deadline.
+var errCalibrationDeadline = errors.New("calibration deadline exceeded")
 
 // errCancelledByUser is the cancel cause that distinguishes a user's cancel
 // (terminal) from a server shutdown (the job resumes at the next start).
@@ -55,7 +60,50 @@ type Manager struct {
 	units  map[string]*unitCache
 	data   *loaded
 	wg     sync.WaitGroup
+
+	// reserved counts the submissions admitted under MaxRunningJobs that
+	// have not started yet (under mu).
+	reserved int
+	// terminal holds the final states whose write failed (finish): reads
+	// report them instead of the stored running state (under mu).
+	terminal map[string]terminalState
+
+	// setState writes a job's final state (db.SetJobState); tests
+	// replace it to inject a storage failure.
+	setState func(id string, s storage.JobState, msg string) error
+	// retryBackoff is the wait before the second attempt to write a final
+	// state; it doubles after each failure.
+	retryBackoff time.Duration
+	// calibrationTimeout bounds calibrate's search at submission.
+	calibrationTimeout time.Duration
+	// beforeRound, when set, runs in the job's goroutine before each
+	// round; tests use it to make a job panic.
+	beforeRound func(jobID string, round int)
 }
+
+// terminalState is a final state kept in memory because it could not be
+// written, and the write's error.
+type terminalState struct {
+	state   storage.JobState
+	message string
+	err     error
+}
+
+// Defaults of the Manager's internal knobs.
+const (
+	// finishAttempts is how many times a final state write is tried
+	// (backoff 100 ms, 200 ms, 400 ms, 800 ms in between: a full disk or
+	// a brief lock has 1.5 s to clear).
+	finishAttempts      = 5
+	defaultRetryBackoff = 100 * time.Millisecond
+	// defaultCalibrationTimeout bounds the search for z at submission,
+	// inside the POST request. It runs the accountants about 40 times:
+	// on a 2-core machine 0.25 s in all for 300 rounds, 0.5 s for 10^5,
+	// but 17 s for 10^6 rounds, where the PLD accountant's composition
+	// dominates; such a job is refused and told to set
+	// dp.noise_multiplier (calibrated offline) instead.
+	defaultCalibrationTimeout = 10 * time.Second
+)
 
 type run struct {
 	cancel context.CancelCauseFunc
@@ -80,9 +128,16 @@ type Options struct {
 	// every server-side dataset path.
 	DataRoot string
 	// MaxJobMemory bounds the estimated peak memory of one job, in bytes
-	// (≤ 0: no bound).
+	// (≤ 0: no bound; DefaultMaxJobMemory is a safe value). The estimate
+	// (admission.go) covers the model's copies, the activations at
+	// client.batch_size on every worker, the updates a round holds all at
+	// once and SCAFFOLD's control variates. A job over it is refused at
+	// Submit with a *ValidationError naming the field most responsible,
+	// and fails at Resume before allocating.
 	MaxJobMemory int64
-	// MaxRunningJobs bounds the jobs running at once (≤ 0: no bound).
+	// MaxRunningJobs bounds the jobs running at once (≤ 0: no bound):
+	// Submit beyond it returns an error wrapping ErrCapacity. Jobs that
+	// Resume restarts count, but are never refused.
 	MaxRunningJobs int
 }
 
@@ -92,7 +147,10 @@ func NewManager(db *storage.DB, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, limits: opt, running: map[string]*run{}, live: map[string]*deviceRound{}, units: map[string]*unitCache{}}
+	m := &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, limits: opt, running: map[string]*run{}, live: map[string]*deviceRound{}, units: map[string]*unitCache{},
+		terminal: map[string]terminalState{}, retryBackoff: defaultRetryBackoff, calibrationTimeout: defaultCalibrationTimeout}
+	m.setState = db.SetJobState
+	return m
 }
 
 // dataset loads Fashion-MNIST once per manager.
@@ -129,20 +187,45 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 		// the population is their users.
 		fed, test, err := m.population(spec)
 		if err != nil {
-			return storage.Job{}, &ValidationError{Field: "leaf", Rule: err.Error()}
+			return storage.Job{}, leafRefusal(err)
 		}
 		spec.Population.Clients, dim, classes = fed.NumClients(), test.Dim, test.Classes
 		if spec.Sampling.Scheme == "fixed" && spec.Sampling.CohortSize > spec.Population.Clients {
 			return storage.Job{}, &ValidationError{Field: "sampling.cohort_size", Rule: fmt.Sprintf("must not exceed the dataset's %d users", spec.Population.Clients)}
 		}
 	}
-	if _, err := model.New(spec.Model, dim, classes); err != nil {
+	// A dataset's own population (leaf) is known only now.
+	if err := spec.checkExpectedCohort(); err != nil {
+		return storage.Job{}, err
+	}
+	mdl, err := model.New(spec.Model, dim, classes)
+	if err != nil {
 		return storage.Job{}, &ValidationError{Field: "model", Rule: err.Error()}
 	}
+	if err := spec.checkSecureEncoding(mdl.NumParams()); err != nil {
+		return storage.Job{}, err
+	}
+	if err := m.checkMemory(spec, mdl); err != nil {
+		return storage.Job{}, err
+	}
+	// From here the job holds a place under MaxRunningJobs, given back
+	// unless it starts.
+	if err := m.reserve(); err != nil {
+		return storage.Job{}, err
+	}
+	started := false
+	defer func() {
+		if !started {
+			m.unreserve()
+		}
+	}()
 	if err := m.joinUnit(&spec); err != nil {
 		return storage.Job{}, err
 	}
-	if spec, err = calibrate(spec); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), m.calibrationTimeout)
+	spec, err = calibrate(ctx, spec)
+	cancel()
+	if err != nil {
 		return storage.Job{}, err
 	}
 	if spec.DP.AbortDelta, err = abortDelta(spec); err != nil {
@@ -168,8 +251,30 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 	if err := m.admitToUnit(spec, func() error { return m.db.CreateJob(j) }); err != nil {
 		return storage.Job{}, err
 	}
-	m.start(j, spec)
+	started = true
+	m.start(j, spec, true)
 	return m.db.Job(id)
+}
+
+// reserve takes a place for a new job under Options.MaxRunningJobs, or
+// returns an error wrapping ErrCapacity when every place is taken by a
+// running job or a submission in progress.
+func (m *Manager) reserve() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if max := m.limits.MaxRunningJobs; max > 0 && len(m.running)+m.reserved >= max {
+		return fmt.Errorf("%w: %d jobs are running, the most this server runs at once (--max-running-jobs); retry when one has finished", ErrCapacity, len(m.running)+m.reserved)
+	}
+	m.reserved++
+	return nil
+}
+
+// unreserve gives back a place that reserve took for a job that did not
+// start.
+func (m *Manager) unreserve() {
+	m.mu.Lock()
+	m.reserved--
+	m.mu.Unlock()
 }
 
 func newJobID() (string, error) {
@@ -181,7 +286,12 @@ func newJobID() (string, error) {
 }
 
 // Resume restarts every job left in a non-terminal state, from its last
-// committed round.
+// committed round, each in its own goroutine. It returns an error only
+// when the job list cannot be read: a job that cannot resume (an
+// unreadable configuration, one that no longer passes the memory bound,
+// a failure or panic while it loads or trains) ends in state failed with
+// a message saying why, and the others run. Resumed jobs count towards
+// Options.MaxRunningJobs (they were admitted before) even beyond it.
 func (m *Manager) Resume() error {
 	jobs, err := m.db.Jobs()
 	if err != nil {
@@ -197,16 +307,21 @@ func (m *Manager) Resume() error {
 			continue
 		}
 		m.log.Info("resuming job", "job", j.ID, "after_round", j.Round)
-		m.start(j, spec)
+		m.start(j, spec, false)
 	}
 	return nil
 }
 
-func (m *Manager) start(j storage.Job, spec Spec) {
+// start runs j in the background; reserved says it holds a place taken
+// by reserve.
+func (m *Manager) start(j storage.Job, spec Spec, reserved bool) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	r := &run{cancel: cancel, done: make(chan struct{})}
 	m.mu.Lock()
 	m.running[j.ID] = r
+	if reserved {
+		m.reserved--
+	}
 	m.mu.Unlock()
 	m.wg.Add(1)
 	go func() {
@@ -217,7 +332,7 @@ func (m *Manager) start(j storage.Job, spec Spec) {
 			delete(m.running, j.ID)
 			m.mu.Unlock()
 		}()
-		state, msg := m.runJob(ctx, j, spec)
+		state, msg := m.runRecovered(ctx, j, spec)
 		if state == "" { // server shutdown: leave it running, to resume
 			return
 		}
@@ -225,12 +340,104 @@ func (m *Manager) start(j storage.Job, spec Spec) {
 	}()
 }
 
-func (m *Manager) finish(id string, s storage.JobState, msg string) {
-	if err := m.db.SetJobState(id, s, msg); err != nil {
-		m.log.Error("recording job state", "job", id, "state", s, "err", err)
-		return
+// runRecovered is runJob under recover: a panic in the job's goroutine
+// (or one that fl re-raises there from a worker) fails this job, with
+// the panic and its stack in the log, instead of ending the process and
+// every other job with it.
+func (m *Manager) runRecovered(ctx context.Context, j storage.Job, spec Spec) (state storage.JobState, msg string) {
+	defer func() {
+		p := recover()
+		if p == nil {
+			return
+		}
+		stack := debug.Stack()
+		if pe, ok := p.(*fl.PanicError); ok {
+			p, stack = pe.Value, pe.Stack
+		}
+		m.log.Error("job panicked", "job", j.ID, "panic", fmt.Sprint(p), "stack", string(stack))
+		state, msg = storage.StateFailed, "internal error: the job panicked"+panicDetail(spec, p)+"; the server logged the panic and its stack and goes on running the other jobs"
+	}()
+	return m.runJob(ctx, j, spec)
+}
+
+// panicDetail is the panic value for the job's message, " (value)", or
+// nothing for a DP job: its message is released, and a panic's text may
+// describe a user's data (a length, an index), so it stays in the log.
+func panicDetail(spec Spec, p any) string {
+	if spec.DP.Enabled {
+		return ""
 	}
-	m.log.Info("job finished", "job", id, "state", s, "message", msg)
+	return fmt.Sprintf(" (%v)", p)
+}
+
+// finish records job id's final state. A failed write is retried
+// (finishAttempts, with backoff) and logged; if it still fails, the state
+// is kept in memory, so that reads report it (with a message saying it is
+// not persisted) rather than running forever. The job then resumes at the
+// next start, from its last committed round, unless Shutdown manages to
+// write the state first.
+func (m *Manager) finish(id string, s storage.JobState, msg string) {
+	var err error
+	for attempt := range finishAttempts {
+		if attempt > 0 {
+			time.Sleep(m.retryBackoff << (attempt - 1))
+		}
+		if err = m.setState(id, s, msg); err == nil {
+			m.mu.Lock()
+			delete(m.terminal, id)
+			m.mu.Unlock()
+			m.log.Info("job finished", "job", id, "state", s, "message", msg)
+			return
+		}
+		if errors.Is(err, storage.ErrConflict) || errors.Is(err, storage.ErrNotFound) {
+			// Already final (a cancel was recorded first), or gone:
+			// nothing to keep.
+			m.log.Error("recording job state", "job", id, "state", s, "err", err)
+			return
+		}
+		m.log.Warn("recording job state failed", "job", id, "state", s, "attempt", attempt+1, "of", finishAttempts, "err", err)
+	}
+	m.log.Error("recording job state failed; keeping it in memory only", "job", id, "state", s, "message", msg, "err", err)
+	m.mu.Lock()
+	m.terminal[id] = terminalState{state: s, message: msg, err: err}
+	m.mu.Unlock()
+}
+
+// withTerminal overlays on a stored job the final state kept in memory
+// when its write failed (finish).
+func (m *Manager) withTerminal(j storage.Job) storage.Job {
+	if j.State.Terminal() {
+		return j
+	}
+	m.mu.Lock()
+	t, ok := m.terminal[j.ID]
+	m.mu.Unlock()
+	if ok {
+		j.State = t.state
+		j.Message = fmt.Sprintf("%s (not persisted: writing this state to the database failed: %v; if the server restarts first, the job resumes from round %d)", t.message, t.err, j.Round)
+	}
+	return j
+}
+
+// persistTerminal tries once more to write the final states kept in
+// memory.
+func (m *Manager) persistTerminal() {
+	m.mu.Lock()
+	pending := make(map[string]terminalState, len(m.terminal))
+	for id, t := range m.terminal {
+		pending[id] = t
+	}
+	m.mu.Unlock()
+	for id, t := range pending {
+		err := m.setState(id, t.state, t.message)
+		if err != nil && !errors.Is(err, storage.ErrConflict) && !errors.Is(err, storage.ErrNotFound) {
+			m.log.Error("recording job state failed again", "job", id, "state", t.state, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		delete(m.terminal, id)
+		m.mu.Unlock()
+	}
 }
 
 // Cancel stops a running job; it ends in state cancelled once its current
@@ -241,7 +448,7 @@ func (m *Manager) Cancel(id string) (storage.Job, error) {
 	if err != nil {
 		return j, err
 	}
-	if j.State.Terminal() {
+	if j = m.withTerminal(j); j.State.Terminal() {
 		return j, fmt.Errorf("%w: job %s is already %s", ErrConflict, id, j.State)
 	}
 	m.mu.Lock()
@@ -255,7 +462,8 @@ func (m *Manager) Cancel(id string) (storage.Job, error) {
 		r.cancel(errCancelledByUser)
 		<-r.done
 	}
-	return m.db.Job(id)
+	j, err = m.db.Job(id)
+	return m.withTerminal(j), err
 }
 
 // Shutdown stops every running job without ending it: each resumes from its
@@ -271,6 +479,7 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	go func() { m.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		m.persistTerminal()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -290,13 +499,20 @@ func (m *Manager) Wait(id string) {
 // calibrate resolves dp.target_epsilon: it sets z to the smallest noise
 // multiplier whose ε after spec.Rounds rounds stays within the target
 // (accounting.CalibrateNoise over accounting.Account, so the tighter valid
-// accountant decides) and makes the target the job's budget.
-func calibrate(spec Spec) (Spec, error) {
+// accountant decides), raised to MinNoiseMultiplier if below it (more
+// noise only lowers ε), and makes the target the job's budget. The search
+// runs inside the submission request, so it stops when ctx ends (a
+// deadline): each of its accountant runs checks ctx first. Errors are
+// *ValidationErrors naming dp.target_epsilon.
+func calibrate(ctx context.Context, spec Spec) (Spec, error) {
 	target := spec.DP.TargetEpsilon
 	if !spec.DP.Enabled || target == 0 {
 		return spec, nil
 	}
 	epsOf := func(_, z float64, steps int, delta float64) (float64, error) {
+		if err := ctx.Err(); err != nil {
+			return 0, errCalibrationDeadline
+		}
 		s := spec
 		s.DP.NoiseMultiplier = z
 		rep, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(s), Count: steps}}, delta)
@@ -309,10 +525,16 @@ func calibrate(spec Spec) (Spec, error) {
 		delta /= 2
 	}
 	z, err := accounting.CalibrateNoise(epsOf, target, delta, 0, spec.Rounds)
+	if errors.Is(err, errCalibrationDeadline) {
+		return spec, &ValidationError{Field: "dp.target_epsilon", Rule: "calibrating the noise multiplier for this target took longer than the server allows a submission; set dp.noise_multiplier instead (dpfl-client privacy calibrate finds it offline), or use fewer rounds"}
+	}
 	if err != nil {
 		return spec, &ValidationError{Field: "dp.target_epsilon", Rule: err.Error()}
 	}
-	spec.DP.NoiseMultiplier = z
+	spec.DP.NoiseMultiplier = max(z, MinNoiseMultiplier)
+	if err := spec.DP.checkNoise("dp.target_epsilon"); err != nil {
+		return spec, err
+	}
 	if spec.DP.EpsilonBudget == 0 || spec.DP.EpsilonBudget > target {
 		spec.DP.EpsilonBudget = target
 	}
@@ -482,6 +704,13 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		return "", ""
 	}
 	devices := spec.Population.Source == "devices"
+	// A job stored before the numeric bounds (limits.go) may carry a
+	// noise σ that overflows the release and panics.
+	if spec.DP.Enabled {
+		if sigma := spec.DP.NoiseMultiplier * spec.DP.ClipNorm; !(sigma > 0 && sigma <= MaxNoiseStd) {
+			return fail("not started: the noise standard deviation σ = dp.noise_multiplier × dp.clip_norm = %g must be in (0, %g]", sigma, MaxNoiseStd)
+		}
+	}
 	fed, test, err := m.population(spec)
 	if err != nil {
 		return fail("%v", err)
@@ -493,6 +722,12 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 	mdl, err := model.New(spec.Model, test.Dim, test.Classes)
 	if err != nil {
 		return fail("%v", err)
+	}
+	// Again at every (re)start, before the job allocates its buffers: a
+	// job resumed under a lower limit must fail, not take the process's
+	// memory.
+	if err := m.checkMemory(spec, mdl); err != nil {
+		return fail("not started: %v", err)
 	}
 	server, err := fl.NewServerOptimizer(spec.Server.OptConfig())
 	if err != nil {
@@ -573,6 +808,9 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		if ctx.Err() != nil {
 			return stopped()
 		}
+		if m.beforeRound != nil {
+			m.beforeRound(j.ID, r)
+		}
 		start := time.Now()
 		var eps *float64
 		var accountant string
@@ -586,6 +824,9 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 				return storage.StateBudgetExhausted, stop
 			}
 			e := ledger.current.Epsilon()
+			if math.IsNaN(e) || math.IsInf(e, 0) {
+				return fail("round %d: the accountants give no finite ε for this job (ε = %v); nothing was released", r, e)
+			}
 			eps, accountant = &e, ledger.current.Best.Accountant
 		}
 		// An attempt that secure aggregation aborts below its threshold
@@ -606,6 +847,11 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			if errors.Is(err, secagg.ErrTooFewSurvivors) && attempt < spec.SecAgg.MaxAttempts {
 				m.log.Warn("secure aggregation aborted; retrying the round", "job", j.ID, "round", r, "attempt", attempt, "err", err)
 				continue
+			}
+			var pe *fl.PanicError
+			if errors.As(err, &pe) {
+				m.log.Error("job panicked", "job", j.ID, "round", r, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+				return fail("internal error in round %d: a worker panicked%s; the server logged the panic and its stack and goes on running the other jobs", r, panicDetail(spec, pe.Value))
 			}
 			return fail("round %d: %v", r, err)
 		}
@@ -639,6 +885,15 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		if spec.DP.Enabled {
 			met = met.released(spec)
 		}
+		// Nothing non-finite is stored: JSON cannot hold it, and every
+		// read of the job would fail. Under DP only released values are
+		// looked at, so that the failure itself releases nothing else.
+		if why := diverged(params, met, st, spec.DP.Enabled); why != "" {
+			return fail("training diverged at round %d: %s; nothing of this round was stored: lower client.lr or server.lr", r, why)
+		}
+		if name, v := met.nonFinite(); name != "" {
+			return fail("round %d: metric %s is %v and cannot be stored", r, name, v)
+		}
 		mj, err := json.Marshal(met)
 		if err != nil {
 			return fail("encoding metrics: %v", err)
@@ -655,6 +910,63 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		}
 	}
 	return storage.StateCompleted, fmt.Sprintf("trained %d rounds", spec.Rounds)
+}
+
+// diverged says why a round's result is unusable ("" when it is not):
+// non-finite parameters of the global model, a non-finite test loss, or,
+// without DP, a non-finite training loss or update norm, or every client's
+// update rejected as non-finite. Under DP (private) it looks only at
+// what the job releases: the model and its score on public data.
+func diverged(params []float32, met RoundMetrics, st fl.RoundStats, private bool) string {
+	if !simd.AllFinite(params) {
+		return "the global model has non-finite parameters"
+	}
+	if t := met.Test; t != nil && !isFinite(t.Loss) {
+		return fmt.Sprintf("the test loss is %v", t.Loss)
+	}
+	if private {
+		return ""
+	}
+	switch {
+	case !isFinite(st.TrainLoss):
+		return fmt.Sprintf("the clients' training loss is %v", st.TrainLoss)
+	case !isFinite(st.MeanNorm):
+		return fmt.Sprintf("the mean update norm is %v", st.MeanNorm)
+	case st.Rejected > 0 && st.Clients == 0:
+		return fmt.Sprintf("every client's update (%d) was non-finite", st.Rejected)
+	}
+	return ""
+}
+
+func isFinite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// nonFinite names the first field of met that is NaN or ±Inf, and its
+// value ("" when all are finite).
+func (met RoundMetrics) nonFinite() (string, float64) {
+	type field struct {
+		name string
+		v    float64
+	}
+	fields := []field{
+		{"train_loss", met.TrainLoss}, {"mean_update_norm", met.MeanUpdateNorm}, {"clipped_fraction", met.ClippedFraction},
+		{"estimated_seconds", met.EstimatedSeconds}, {"estimated_total_seconds", met.EstimatedTotalSeconds},
+		{"seconds", met.Seconds}, {"epsilon", valueOr(met.Epsilon, 0)},
+	}
+	if t := met.Test; t != nil {
+		fields = append(fields, field{"test.loss", t.Loss}, field{"test.accuracy", t.Accuracy})
+	}
+	if c := met.EvalUsers; c != nil {
+		fields = append(fields, field{"eval_users.weighted.loss", c.Weighted.Loss})
+	}
+	if c := met.Clients; c != nil {
+		fields = append(fields, field{"clients.weighted.loss", c.Weighted.Loss})
+	}
+	for _, f := range fields {
+		if !isFinite(f.v) {
+			return f.name, f.v
+		}
+	}
+	return "", 0
 }
 
 func valueOr(p *float64, d float64) float64 {

@@ -1,16 +1,17 @@
 package job
 
 import (
-	"bytes"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"unicode"
 
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/internal/strictjson"
 )
 
 // Spec is a training job as submitted over the API (JSON, snake_case).
@@ -160,7 +161,10 @@ type SyntheticSpec struct {
 // LEAFSpec points at a LEAF dataset (Caldas et al. 2018: FEMNIST and the
 // like with numeric features): directories of JSON files {"users",
 // "num_samples", "user_data"} on the server. Its users are the population:
-// at submit, population.clients becomes their number.
+// at submit, population.clients becomes their number. Both directories
+// are required and are relative to the server's data root (Options.
+// DataRoot), the only directory a spec may name; data.CheckLEAFDir gives
+// the rules.
 type LEAFSpec struct {
 	TrainDir string `json:"train_dir,omitempty"`
 	TestDir  string `json:"test_dir,omitempty"`
@@ -342,17 +346,34 @@ func defaultServer() ServerSpec {
 	return ServerSpec{Optimizer: d.Name, LR: d.LR, LRSchedule: defaultSchedule, Momentum: d.Momentum, Beta1: d.Beta1, Beta2: d.Beta2, Tau: d.Tau}
 }
 
-// ParseSpec decodes a JSON job over DefaultSpec. Unknown fields are an
-// error (a misspelt field must not silently fall back to a default).
+// ParseSpec decodes a JSON job over DefaultSpec, strictly
+// (strictjson.Decode): exactly one JSON object, no unknown field (a
+// misspelt field must not silently fall back to a default), no repeated
+// key, nothing after it. A repeated key is a *ValidationError naming it;
+// dp.privacy_unit must be a valid name (CheckName) and name a label of
+// printable characters.
 func ParseSpec(b []byte) (Spec, error) {
 	s := DefaultSpec()
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return Spec{}, &ValidationError{Field: "body", Rule: "must be a JSON job object: " + err.Error()}
+	if err := strictjson.Decode(b, &s); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) && se.Path != "" {
+			return Spec{}, &ValidationError{Field: se.Path, Rule: se.Msg}
+		}
+		return Spec{}, &ValidationError{Field: "body", Rule: "must be one JSON job object: " + err.Error()}
+	}
+	if len(s.Name) > maxLabelLen || strings.IndexFunc(s.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return Spec{}, &ValidationError{Field: "name", Rule: fmt.Sprintf("must be at most %d bytes of printable characters", maxLabelLen)}
+	}
+	if s.DP.PrivacyUnit != "" {
+		if err := CheckName("dp.privacy_unit", s.DP.PrivacyUnit); err != nil {
+			return Spec{}, err
+		}
 	}
 	return s, nil
 }
+
+// maxLabelLen bounds a job's name, a free-form label.
+const maxLabelLen = 128
 
 // ValidationError names the field of a job that breaks a rule.
 type ValidationError struct {
@@ -365,9 +386,12 @@ func (e *ValidationError) Error() string { return e.Field + ": " + e.Rule }
 // MaxClients bounds the population of one job.
 const MaxClients = 10_000_000
 
-// Validate checks every field and returns the first broken rule as a
-// *ValidationError. trainSize is the number of training examples of the
-// dataset (clients cannot outnumber examples).
+// Validate checks every field and returns the first broken rule, in a
+// fixed order, as a *ValidationError. trainSize is the number of training
+// examples of the dataset (clients cannot outnumber examples). Numbers
+// must lie within the bounds of limits.go (the rule names the bound), so
+// that none overflows, underflows or loses its meaning in the training,
+// the noise or the accounting.
 func (s Spec) Validate(trainSize int) error {
 	bad := func(field, format string, a ...any) error {
 		return &ValidationError{Field: field, Rule: fmt.Sprintf(format, a...)}
@@ -382,6 +406,10 @@ func (s Spec) Validate(trainSize int) error {
 			return bad("synthetic.alpha", "must be a finite number ≥ 0, got %v", y.Alpha)
 		case !(y.Beta >= 0 && finite(y.Beta)):
 			return bad("synthetic.beta", "must be a finite number ≥ 0, got %v", y.Beta)
+		case y.Alpha > MaxSyntheticVariance:
+			return bad("synthetic.alpha", "must be at most %g (a variance; larger overflows the model's float32 logits), got %v", MaxSyntheticVariance, y.Alpha)
+		case y.Beta > MaxSyntheticVariance:
+			return bad("synthetic.beta", "must be at most %g (a variance; larger overflows the float32 features), got %v", MaxSyntheticVariance, y.Beta)
 		case s.Population.Clients > MaxSyntheticDevices:
 			return bad("population.clients", "is the number of synthetic devices, at most %d, got %d", MaxSyntheticDevices, s.Population.Clients)
 		case s.Population.Source == "devices":
@@ -392,6 +420,12 @@ func (s Spec) Validate(trainSize int) error {
 		switch {
 		case s.LEAF.TrainDir == "":
 			return bad("leaf.train_dir", "is required with dataset leaf")
+		case s.LEAF.TestDir == "":
+			return bad("leaf.test_dir", "is required with dataset leaf: the model is scored on it")
+		case data.CheckLEAFDir(s.LEAF.TrainDir) != nil:
+			return bad("leaf.train_dir", "%v", data.CheckLEAFDir(s.LEAF.TrainDir))
+		case data.CheckLEAFDir(s.LEAF.TestDir) != nil:
+			return bad("leaf.test_dir", "%v", data.CheckLEAFDir(s.LEAF.TestDir))
 		case s.LEAF.Classes < 0 || s.LEAF.Classes > 256:
 			return bad("leaf.classes", "must be in [0, 256] (0: infer), got %d", s.LEAF.Classes)
 		case s.Population.Source == "devices":
@@ -431,12 +465,12 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("population.partition", "unknown partition %q (known: iid, dirichlet, shards, labels)", p.Partition)
 	case p.Partition == "labels" && (p.LabelsPerClient < 1 || p.LabelsPerClient > 10):
 		return bad("population.labels_per_client", "must be in [1, 10] (the classes) with the labels partition, got %d", p.LabelsPerClient)
-	case p.Partition == "labels" && !(p.LabelsSigma >= 0 && finite(p.LabelsSigma)):
-		return bad("population.labels_sigma", "must be a finite number ≥ 0, got %v", p.LabelsSigma)
-	case p.OnDemand && !(p.DirichletAlpha >= 0):
-		return bad("population.dirichlet_alpha", "must be ≥ 0 (0: IID) with on_demand, got %v", p.DirichletAlpha)
-	case !p.OnDemand && p.Partition == "dirichlet" && !(p.DirichletAlpha > 0 && finite(p.DirichletAlpha)):
-		return bad("population.dirichlet_alpha", "must be a finite number > 0, got %v", p.DirichletAlpha)
+	case p.Partition == "labels" && !(p.LabelsSigma >= 0 && p.LabelsSigma <= MaxLabelsSigma):
+		return bad("population.labels_sigma", "must be in [0, %g], got %v", MaxLabelsSigma, p.LabelsSigma)
+	case p.OnDemand && !(p.DirichletAlpha == 0 || p.DirichletAlpha >= MinDirichletAlpha && p.DirichletAlpha <= MaxDirichletAlpha):
+		return bad("population.dirichlet_alpha", "must be 0 (IID) or in [%g, %g] with on_demand, got %v", MinDirichletAlpha, MaxDirichletAlpha, p.DirichletAlpha)
+	case !p.OnDemand && p.Partition == "dirichlet" && !(p.DirichletAlpha >= MinDirichletAlpha && p.DirichletAlpha <= MaxDirichletAlpha):
+		return bad("population.dirichlet_alpha", "must be in [%g, %g], got %v", MinDirichletAlpha, MaxDirichletAlpha, p.DirichletAlpha)
 	case p.Partition == "shards" && (p.ShardsPerClient < 1 || p.Clients*p.ShardsPerClient > trainSize):
 		return bad("population.shards_per_client", "must be ≥ 1 with clients × shards ≤ %d, got %d", trainSize, p.ShardsPerClient)
 	case !(p.HeldOutFraction >= 0 && p.HeldOutFraction < 1):
@@ -446,6 +480,9 @@ func (s Spec) Validate(trainSize int) error {
 	case "poisson":
 		if !(s.Sampling.Rate > 0 && s.Sampling.Rate <= 1) {
 			return bad("sampling.rate", "must be in (0, 1], got %v", s.Sampling.Rate)
+		}
+		if err := s.checkExpectedCohort(); err != nil {
+			return err
 		}
 	case "fixed":
 		if s.Sampling.CohortSize < 1 || s.Sampling.CohortSize > p.Clients {
@@ -462,19 +499,24 @@ func (s Spec) Validate(trainSize int) error {
 		return bad("client.epochs", "must be in [1, 1000], got %d", c.Epochs)
 	case c.BatchSize < 1 || c.BatchSize > 100_000:
 		return bad("client.batch_size", "must be in [1, 100000], got %d", c.BatchSize)
-	case !(c.LR > 0 && finite(c.LR)):
-		return bad("client.lr", "must be a finite number > 0, got %v", c.LR)
+	case !(c.LR >= MinLearningRate && c.LR <= MaxLearningRate):
+		return bad("client.lr", "must be in [%g, %g], got %v", MinLearningRate, MaxLearningRate, c.LR)
 	case !(c.Momentum >= 0 && c.Momentum < 1):
 		return bad("client.momentum", "must be in [0, 1), got %v", c.Momentum)
-	case !(c.ProxMu >= 0 && finite(c.ProxMu)):
-		return bad("client.prox_mu", "must be a finite number ≥ 0, got %v", c.ProxMu)
+	case !(c.ProxMu >= 0 && c.ProxMu <= MaxProxMu):
+		return bad("client.prox_mu", "must be in [0, %g], got %v", MaxProxMu, c.ProxMu)
 	case !(c.Stragglers >= 0 && c.Stragglers <= 1):
 		return bad("client.stragglers", "must be in [0, 1], got %v", c.Stragglers)
 	}
-	for field, sch := range map[string]fl.Schedule{"client.lr_schedule": s.Client.LRSchedule, "server.lr_schedule": s.Server.LRSchedule} {
-		if err := sch.Validate(); err != nil {
+	// In field order, so that the first broken rule is the one reported
+	// (a map's order would pick one at random).
+	for _, sch := range []struct {
+		field string
+		s     fl.Schedule
+	}{{"client.lr_schedule", s.Client.LRSchedule}, {"server.lr_schedule", s.Server.LRSchedule}} {
+		if err := sch.s.Validate(); err != nil {
 			f, rule, _ := strings.Cut(err.Error(), ": ")
-			return bad(field+"."+f, "%s", rule)
+			return bad(sch.field+"."+f, "%s", rule)
 		}
 	}
 	if !slices.Contains(fl.ServerOptimizerNames(), s.Server.Optimizer) {
@@ -484,19 +526,23 @@ func (s Spec) Validate(trainSize int) error {
 		field, rule, _ := strings.Cut(err.Error(), ": ")
 		return bad("server."+field, "%s", rule)
 	}
+	if !(s.Server.LR >= MinLearningRate && s.Server.LR <= MaxLearningRate) {
+		return bad("server.lr", "must be in [%g, %g], got %v", MinLearningRate, MaxLearningRate, s.Server.LR)
+	}
 	if s.DP.Enabled {
 		d := s.DP
 		switch {
-		case !(d.ClipNorm > 0 && finite(d.ClipNorm)):
-			return bad("dp.clip_norm", "must be a finite number > 0, got %v", d.ClipNorm)
-		case !(d.NoiseMultiplier > 0 && finite(d.NoiseMultiplier)):
-			return bad("dp.noise_multiplier", "must be a finite number > 0, got %v", d.NoiseMultiplier)
-		case !(d.Delta > 0 && d.Delta < 1):
-			return bad("dp.delta", "must be in (0, 1), got %v", d.Delta)
-		case !(d.EpsilonBudget >= 0 && finite(d.EpsilonBudget)):
-			return bad("dp.epsilon_budget", "must be a finite number ≥ 0 (0 = no budget), got %v", d.EpsilonBudget)
-		case !(d.TargetEpsilon >= 0 && finite(d.TargetEpsilon)):
-			return bad("dp.target_epsilon", "must be a finite number ≥ 0 (0 = use noise_multiplier), got %v", d.TargetEpsilon)
+		case !(d.ClipNorm >= MinClipNorm && d.ClipNorm <= MaxClipNorm):
+			return bad("dp.clip_norm", "must be in [%g, %g], got %v", MinClipNorm, MaxClipNorm, d.ClipNorm)
+		case !(d.Delta >= MinDelta && d.Delta < 1):
+			return bad("dp.delta", "must be in [%g, 1), got %v", MinDelta, d.Delta)
+		case !(d.EpsilonBudget == 0 || d.EpsilonBudget >= MinEpsilon && d.EpsilonBudget <= MaxEpsilon):
+			return bad("dp.epsilon_budget", "must be 0 (no budget) or in [%g, %g], got %v", MinEpsilon, MaxEpsilon, d.EpsilonBudget)
+		case !(d.TargetEpsilon == 0 || d.TargetEpsilon >= MinEpsilon && d.TargetEpsilon <= MaxEpsilon):
+			return bad("dp.target_epsilon", "must be 0 (use noise_multiplier) or in [%g, %g], got %v", MinEpsilon, MaxEpsilon, d.TargetEpsilon)
+		}
+		if err := d.checkNoise("dp.noise_multiplier"); err != nil {
+			return err
 		}
 	}
 	if err := s.validateReleases(); err != nil {
@@ -535,6 +581,16 @@ func (s Spec) Validate(trainSize int) error {
 		f, rule, _ := strings.Cut(err.Error(), ": ")
 		return bad("round_time."+f, "%s", rule)
 	}
+	switch rt := s.RoundTime; {
+	case rt.DownBandwidth < MinBandwidth:
+		return bad("round_time.down_bandwidth", "must be at least %g byte/s, got %v", MinBandwidth, rt.DownBandwidth)
+	case rt.UpBandwidth < MinBandwidth:
+		return bad("round_time.up_bandwidth", "must be at least %g byte/s, got %v", MinBandwidth, rt.UpBandwidth)
+	case rt.ComputeRatio > MaxRoundTimeSeconds:
+		return bad("round_time.compute_ratio", "must be at most %g, got %v", MaxRoundTimeSeconds, rt.ComputeRatio)
+	case rt.ComputeOverhead > MaxRoundTimeSeconds:
+		return bad("round_time.compute_overhead", "must be at most %g seconds, got %v", MaxRoundTimeSeconds, rt.ComputeOverhead)
+	}
 	if p.Source == "devices" {
 		switch {
 		case !s.SecureAggregation:
@@ -546,8 +602,8 @@ func (s Spec) Validate(trainSize int) error {
 	if s.SecureAggregation {
 		a := s.SecAgg
 		switch {
-		case !s.DP.Enabled && !(s.DP.ClipNorm > 0 && finite(s.DP.ClipNorm)):
-			return bad("dp.clip_norm", "must be a finite number > 0 with secure_aggregation (it bounds the fixed-point range), got %v", s.DP.ClipNorm)
+		case !s.DP.Enabled && !(s.DP.ClipNorm >= MinClipNorm && s.DP.ClipNorm <= MaxClipNorm):
+			return bad("dp.clip_norm", "must be in [%g, %g] with secure_aggregation (it bounds the fixed-point range), got %v", MinClipNorm, MaxClipNorm, s.DP.ClipNorm)
 		case !(a.DropoutRate >= 0 && a.DropoutRate <= 0.5):
 			return bad("secagg.dropout_rate", "must be in [0, 0.5], got %v", a.DropoutRate)
 		case a.MinClients < 2:

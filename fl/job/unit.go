@@ -15,13 +15,36 @@ import (
 // rounds are counted. The message names the remaining ε.
 var ErrBudget = errors.New("privacy budget exceeded")
 
+// MaxNameLen bounds a name the API stores (a privacy unit's).
+const MaxNameLen = 64
+
+// CheckName checks a name that the API stores and that appears in paths
+// (PUT /v1/budgets/{name}) and logs: 1 to MaxNameLen bytes of
+// [A-Za-z0-9._-], starting with a letter or digit. So no name carries a
+// control character, a path separator, or a look-alike of another, and
+// "." and ".." are not names. A bad name is a *ValidationError for field.
+func CheckName(field, name string) error {
+	if name == "" || len(name) > MaxNameLen {
+		return &ValidationError{Field: field, Rule: fmt.Sprintf("must have 1 to %d characters, got %d", MaxNameLen, len(name))}
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || c != '.' && c != '_' && c != '-') {
+			return &ValidationError{Field: field, Rule: fmt.Sprintf("may hold only letters, digits, '.', '_' and '-', starting with a letter or digit; byte %d is %q", i, c)}
+		}
+	}
+	return nil
+}
+
 // CreateUnit creates a privacy unit: a named budget (ε_max, δ) shared by
 // every job that trains on it (dp.privacy_unit). Bad values are a
 // *ValidationError; an existing name is storage.ErrExists.
 func (m *Manager) CreateUnit(name string, epsilon, delta float64) (storage.Unit, error) {
+	if err := CheckName("name", name); err != nil {
+		return storage.Unit{}, err
+	}
 	switch {
-	case name == "" || len(name) > 128:
-		return storage.Unit{}, &ValidationError{Field: "name", Rule: "must have 1..128 characters"}
 	case !(epsilon > 0) || math.IsInf(epsilon, 0):
 		return storage.Unit{}, &ValidationError{Field: "epsilon_budget", Rule: fmt.Sprintf("must be a finite number > 0, got %v", epsilon)}
 	case !(delta > 0 && delta < 1):
