@@ -6,7 +6,7 @@ GO ?= go
 # "Performance and the SIMD build". Plain `go build` works too, slower.
 SIMD ?= GOEXPERIMENT=simd
 
-.PHONY: build demo test test-simd bench bench-torch experiments fmt
+.PHONY: build demo test test-simd fuzz bench bench-torch experiments fmt
 build:
 	$(SIMD) $(GO) build -o bin/ ./cmd/...
 
@@ -21,6 +21,10 @@ test:
 test-simd:
 	$(SIMD) $(GO) vet ./...
 	$(SIMD) $(GO) test ./simd/ ./fl/...
+
+# Every Go fuzz target for FUZZTIME each (default 5s); CI runs this.
+fuzz:
+	bash scripts/fuzz.sh
 
 bench:
 	$(SIMD) $(GO) test -run '^$$' -bench . ./simd/ ./fl/... ./accounting/ ./storage/ ./dp/ ./secagg/

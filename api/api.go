@@ -2,27 +2,28 @@
 // Handlers are thin: bind, call the job manager (package fl/job), and map
 // its errors to status codes in one place (errorResponse).
 //
-// Two kinds of caller authenticate with "Authorization: Bearer <secret>".
-// The administrator's API token opens every route below except the
-// participate routes. A device's credential, from enrolment (POST
+// Callers authenticate with "Authorization: Bearer <secret>". An API token
+// has a role (Tokens, Role): the admin's opens every route below except
+// the participate routes; an auditor's opens only the GET routes (403 on
+// the others). A device's credential, from enrolment (POST
 // /v1/jobs/:id/devices), opens only the participate routes of the job it
-// was enrolled for; the server stores only its SHA-256 hash. Neither
-// secret opens the other's routes. /healthz needs none.
+// was enrolled for. The server stores every secret only as its SHA-256
+// hash. No secret opens another's routes. /healthz needs none.
 //
-// Routes (API token):
+// Routes (API token; "admin" marks those an auditor may not use):
 //
 //	GET  /healthz                 liveness, no auth
-//	POST /v1/jobs                 create and start a job (body: job.Spec JSON)
+//	POST /v1/jobs                 admin: create and start a job (body: job.Spec JSON)
 //	GET  /v1/jobs                 list jobs
 //	GET  /v1/jobs/:id             state, round, latest metrics
 //	GET  /v1/jobs/:id/metrics     every committed round's metrics
 //	GET  /v1/jobs/:id/rounds      per-round participation and estimated time
 //	GET  /v1/jobs/:id/privacy     privacy ledger and ε at the job's δ
-//	POST /v1/jobs/:id/cancel      stop a running job
+//	POST /v1/jobs/:id/cancel      admin: stop a running job
 //	GET  /v1/jobs/:id/model       latest global model parameters
-//	PUT  /v1/budgets/:name        create a privacy unit {epsilon_budget, delta}
+//	PUT  /v1/budgets/:name        admin: create a privacy unit {epsilon_budget, delta}
 //	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
-//	POST /v1/jobs/:id/devices     enroll a device for a devices job: its ID and credential, once
+//	POST /v1/jobs/:id/devices     admin: enroll a device for a devices job: its ID and credential, once
 //	GET  /v1/jobs/:id/devices     the job's enrolled devices (IDs and enrolment times)
 //
 // A devices job's participants (participate.go) use, with their device
@@ -38,27 +39,38 @@
 //	GET  /v1/jobs/:id/participate/unmask         secagg.UnmaskRequestMsg
 //	POST /v1/jobs/:id/participate/unmask         secagg.UnmaskMsg
 //
+// Request bodies are read strictly (package strictjson): exactly one JSON
+// object, no repeated or unknown key, nothing after it, within a size
+// limit (MaxBodyBytes; the participate routes: ParticipateBodyLimit).
+//
 // Errors are {"error": message, "field": json-path} with 400 (bad input,
 // naming the field and rule, or a protocol message refused, naming the
-// client), 401 (missing or wrong API token or device credential), 403 (a
-// round token of another device), 404 (unknown job), 409 (request does
-// not fit the job's state, or a device's second join of one attempt), 500
-// otherwise.
+// client), 401 (missing or wrong API token or device credential), 403 (an
+// auditor's token on a route that changes state, or a round token of
+// another device), 404 (unknown job), 409 (request does not fit the job's
+// state, or a device's second join of one attempt), 413 (body too large),
+// 429 (a device sending faster than its rate limit, or the server at
+// capacity), 500 otherwise. A 500 never carries the internal error: it
+// names an error ID that the server's log holds next to the error.
 package api
 
 import (
-	"crypto/subtle"
-	"encoding/json"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
+	"sync"
+	"unicode"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/internal/strictjson"
 	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -68,19 +80,39 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// Field is the JSON path of the offending request field, if any.
 	Field string `json:"field,omitempty"`
+	// ErrorID, on a 500, is the ID under which the server logged the
+	// internal error.
+	ErrorID string `json:"error_id,omitempty"`
 }
 
-// MaxBodyBytes bounds a request body.
+// MaxBodyBytes bounds the body of a request to the API token's routes (a
+// job spec or a budget is a few KiB).
 const MaxBodyBytes = 1 << 20
 
+// Config configures the handler.
+type Config struct {
+	// Tokens holds the accepted API tokens and their roles (at least one).
+	Tokens *Tokens
+	// Logger receives the server's errors (nil: slog.Default()).
+	Logger *slog.Logger
+	// DeviceRate is how many requests per second one device (one
+	// credential) may make to the participate routes; beyond, 429.
+	// Zero: DefaultDeviceRate.
+	DeviceRate float64
+	// DeviceBurst is how many requests a device may make at once before
+	// DeviceRate applies. Zero: DefaultDeviceBurst.
+	DeviceBurst int
+}
+
 // New returns the HTTP handler serving jobs through m. The administrative
-// routes are guarded by token (non-empty; compared in constant time), the
-// participate routes by the credentials of the devices enrolled for each
-// job (job.Manager.AuthenticateDevice).
-func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
-	if token == "" {
-		panic("api: empty token")
+// routes are guarded by cfg.Tokens, the participate routes by the
+// credentials of the devices enrolled for each job
+// (job.Manager.AuthenticateDevice).
+func New(m *job.Manager, cfg Config) http.Handler {
+	if cfg.Tokens == nil || cfg.Tokens.Len() == 0 {
+		panic("api: no API token")
 	}
+	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
@@ -92,7 +124,11 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 		}
 		code, body := errorResponse(err)
 		if code >= 500 {
-			log.Error("request failed", "method", c.Request().Method, "path", c.Path(), "err", err)
+			// The internal text may name files, keys or state: it goes to
+			// the log only, under an ID the caller can quote.
+			id := errorID()
+			log.Error("request failed", "error_id", id, "method", c.Request().Method, "path", c.Path(), "status", code, "err", err)
+			body = ErrorBody{Error: fmt.Sprintf("internal error (id %s); see the server log", id), ErrorID: id}
 		}
 		_ = c.JSON(code, body)
 	}
@@ -100,43 +136,83 @@ func New(m *job.Manager, token string, log *slog.Logger) http.Handler {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
-	h := handlers{m}
+	h := &handlers{m: m}
 	// Devices: only their own job's participate routes, only with a device
 	// credential. These routes are more specific than the admin group's
-	// catch-all, so the admin token never reaches them.
-	h.participate(e.Group("/v1/jobs/:id/participate", deviceAuth(m),
-		middleware.BodyLimit(fmt.Sprint(MaxUpdateBytes/(1<<20))+"M")))
-	v1 := e.Group("/v1", middleware.KeyAuthWithConfig(middleware.KeyAuthConfig{
-		KeyLookup:  "header:" + echo.HeaderAuthorization,
-		AuthScheme: "Bearer",
-		Validator: func(key string, _ echo.Context) (bool, error) {
-			return subtle.ConstantTimeCompare([]byte(key), []byte(token)) == 1, nil
-		},
-		ErrorHandler: func(error, echo.Context) error {
-			return echo.NewHTTPError(http.StatusUnauthorized, "missing or invalid bearer token (set --token or DPFL_TOKEN)")
-		},
-	}), middleware.BodyLimit("1M"))
-	v1.POST("/jobs", h.create)
+	// catch-all, so no API token reaches them.
+	h.participate(e.Group("/v1/jobs/:id/participate", deviceAuth(m), deviceRateLimit(cfg.DeviceRate, cfg.DeviceBurst),
+		limitBody(func(c echo.Context) int64 { return h.participateLimit(c.Param("id")) })))
+	v1 := e.Group("/v1", tokenAuth(cfg.Tokens), limitBody(func(echo.Context) int64 { return MaxBodyBytes }))
+	v1.POST("/jobs", h.create, adminOnly)
 	v1.GET("/jobs", h.list)
 	v1.GET("/jobs/:id", h.get)
 	v1.GET("/jobs/:id/metrics", h.metrics)
 	v1.GET("/jobs/:id/rounds", h.rounds)
 	v1.GET("/jobs/:id/privacy", h.privacy)
-	v1.POST("/jobs/:id/cancel", h.cancel)
+	v1.POST("/jobs/:id/cancel", h.cancel, adminOnly)
 	v1.GET("/jobs/:id/model", h.model)
-	v1.PUT("/budgets/:name", h.createBudget)
+	v1.PUT("/budgets/:name", h.createBudget, adminOnly)
 	v1.GET("/budgets/:name", h.budget)
-	v1.POST("/jobs/:id/devices", h.enroll)
+	v1.POST("/jobs/:id/devices", h.enroll, adminOnly)
 	v1.GET("/jobs/:id/devices", h.devices)
 	return e
 }
 
-type handlers struct{ m *job.Manager }
+// errorID is a random ID for one internal error.
+func errorID() string {
+	var b [8]byte
+	_, _ = crand.Read(b[:]) // crypto/rand.Read does not fail (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
 
-func (h handlers) create(c echo.Context) error {
-	body, err := io.ReadAll(c.Request().Body)
+// limitBody bounds the request body at limit(c) bytes: a larger
+// Content-Length is refused at once, and a body without one (chunked) is
+// cut off at the limit by http.MaxBytesReader, which readBody turns into
+// the same 413. (echo's BodyLimit takes one fixed limit; the participate
+// routes' limit depends on the job.)
+func limitBody(limit func(c echo.Context) int64) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			n := limit(c)
+			req := c.Request()
+			if req.ContentLength > n {
+				return tooLarge(n)
+			}
+			req.Body = http.MaxBytesReader(c.Response(), req.Body, n)
+			return next(c)
+		}
+	}
+}
+
+func tooLarge(limit int64) error {
+	return echo.NewHTTPError(http.StatusRequestEntityTooLarge, fmt.Sprintf("request body too large: at most %d bytes here", limit))
+}
+
+// readBody reads the request body: 413 past limitBody's limit, 400 if it
+// cannot be read.
+func readBody(c echo.Context) ([]byte, error) {
+	b, err := io.ReadAll(c.Request().Body)
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return nil, tooLarge(mbe.Limit)
+	case err != nil:
+		return nil, &job.ValidationError{Field: "body", Rule: "unreadable: " + err.Error()}
+	}
+	return b, nil
+}
+
+type handlers struct {
+	m *job.Manager
+	// limits caches each devices job's participate body limit
+	// (participateLimit): job ID → int64.
+	limits sync.Map
+}
+
+func (h *handlers) create(c echo.Context) error {
+	body, err := readBody(c)
 	if err != nil {
-		return &job.ValidationError{Field: "body", Rule: "unreadable: " + err.Error()}
+		return err
 	}
 	spec, err := job.ParseSpec(body)
 	if err != nil {
@@ -153,7 +229,7 @@ func (h handlers) create(c echo.Context) error {
 	return c.JSON(http.StatusCreated, st)
 }
 
-func (h handlers) list(c echo.Context) error {
+func (h *handlers) list(c echo.Context) error {
 	jobs, err := h.m.List()
 	if err != nil {
 		return err
@@ -161,7 +237,7 @@ func (h handlers) list(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"jobs": jobs})
 }
 
-func (h handlers) get(c echo.Context) error {
+func (h *handlers) get(c echo.Context) error {
 	st, err := h.m.Get(c.Param("id"))
 	if err != nil {
 		return err
@@ -169,7 +245,7 @@ func (h handlers) get(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (h handlers) metrics(c echo.Context) error {
+func (h *handlers) metrics(c echo.Context) error {
 	met, err := h.m.Metrics(c.Param("id"))
 	if err != nil {
 		return err
@@ -177,7 +253,7 @@ func (h handlers) metrics(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": met})
 }
 
-func (h handlers) rounds(c echo.Context) error {
+func (h *handlers) rounds(c echo.Context) error {
 	rs, err := h.m.Rounds(c.Param("id"))
 	if err != nil {
 		return err
@@ -185,7 +261,7 @@ func (h handlers) rounds(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "rounds": rs})
 }
 
-func (h handlers) privacy(c echo.Context) error {
+func (h *handlers) privacy(c echo.Context) error {
 	rep, err := h.m.Privacy(c.Param("id"))
 	if err != nil {
 		return err
@@ -193,7 +269,7 @@ func (h handlers) privacy(c echo.Context) error {
 	return c.JSON(http.StatusOK, rep)
 }
 
-func (h handlers) cancel(c echo.Context) error {
+func (h *handlers) cancel(c echo.Context) error {
 	if _, err := h.m.Cancel(c.Param("id")); err != nil {
 		return err
 	}
@@ -204,7 +280,7 @@ func (h handlers) cancel(c echo.Context) error {
 	return c.JSON(http.StatusOK, st)
 }
 
-func (h handlers) model(c echo.Context) error {
+func (h *handlers) model(c echo.Context) error {
 	mod, err := h.m.Model(c.Param("id"))
 	if err != nil {
 		return err
@@ -218,24 +294,30 @@ type BudgetRequest struct {
 	Delta         float64 `json:"delta"`
 }
 
-func (h handlers) createBudget(c echo.Context) error {
-	var req BudgetRequest
-	dec := json.NewDecoder(c.Request().Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return &job.ValidationError{Field: "body", Rule: "must be {\"epsilon_budget\": ε, \"delta\": δ}: " + err.Error()}
-	}
-	if _, err := h.m.CreateUnit(c.Param("name"), req.EpsilonBudget, req.Delta); err != nil {
+func (h *handlers) createBudget(c echo.Context) error {
+	name := c.Param("name")
+	if err := job.CheckName("name", name); err != nil {
 		return err
 	}
-	rep, err := h.m.Unit(c.Param("name"))
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req BudgetRequest
+	if err := strictjson.Decode(body, &req); err != nil {
+		return &job.ValidationError{Field: "body", Rule: "must be one JSON object {\"epsilon_budget\": ε, \"delta\": δ}: " + err.Error()}
+	}
+	if _, err := h.m.CreateUnit(name, req.EpsilonBudget, req.Delta); err != nil {
+		return err
+	}
+	rep, err := h.m.Unit(name)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusCreated, rep)
 }
 
-func (h handlers) enroll(c echo.Context) error {
+func (h *handlers) enroll(c echo.Context) error {
 	en, err := h.m.Enroll(c.Param("id"))
 	if err != nil {
 		return err
@@ -243,7 +325,7 @@ func (h handlers) enroll(c echo.Context) error {
 	return c.JSON(http.StatusCreated, en)
 }
 
-func (h handlers) devices(c echo.Context) error {
+func (h *handlers) devices(c echo.Context) error {
 	ds, err := h.m.Devices(c.Param("id"))
 	if err != nil {
 		return err
@@ -251,8 +333,14 @@ func (h handlers) devices(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "devices": ds})
 }
 
-func (h handlers) budget(c echo.Context) error {
-	rep, err := h.m.Unit(c.Param("name"))
+func (h *handlers) budget(c echo.Context) error {
+	// Looking up is lenient with units named before job.CheckName
+	// existed, but a name never carries a control character into the log.
+	name := c.Param("name")
+	if len(name) > 128 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return &job.ValidationError{Field: "name", Rule: "must be at most 128 bytes of printable characters"}
+	}
+	rep, err := h.m.Unit(name)
 	if err != nil {
 		return err
 	}
@@ -270,15 +358,15 @@ func errorResponse(err error) (int, ErrorBody) {
 	case errors.As(err, &pe):
 		return http.StatusBadRequest, ErrorBody{Error: pe.Error()}
 	case errors.Is(err, job.ErrUnauthorized):
-		return http.StatusUnauthorized, ErrorBody{Error: err.Error()}
+		return http.StatusUnauthorized, ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrForbidden):
-		return http.StatusForbidden, ErrorBody{Error: err.Error()}
+		return http.StatusForbidden, ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, storage.ErrNotFound):
-		return http.StatusNotFound, ErrorBody{Error: err.Error()}
+		return http.StatusNotFound, ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrCapacity):
-		return http.StatusTooManyRequests, ErrorBody{Error: err.Error()}
+		return http.StatusTooManyRequests, ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists), errors.Is(err, storage.ErrConflict):
-		return http.StatusConflict, ErrorBody{Error: err.Error()}
+		return http.StatusConflict, ErrorBody{Error: userMessage(err)}
 	case errors.As(err, &he):
 		msg, ok := he.Message.(string)
 		if !ok {
@@ -286,5 +374,31 @@ func errorResponse(err error) (int, ErrorBody) {
 		}
 		return he.Code, ErrorBody{Error: msg}
 	}
-	return http.StatusInternalServerError, ErrorBody{Error: err.Error()}
+	return http.StatusInternalServerError, ErrorBody{Error: http.StatusText(http.StatusInternalServerError)}
+}
+
+// redundantPrefixes are the leading words of wrapped errors that only
+// repeat the status code ("conflict: …" under 409) or name the package
+// that raised them ("storage: …").
+var redundantPrefixes = []string{
+	"storage: ",
+	job.ErrConflict.Error() + ": ",
+	job.ErrUnauthorized.Error() + ": ",
+	job.ErrForbidden.Error() + ": ",
+}
+
+// userMessage is err's text for a caller: without redundantPrefixes, so
+// a client shows "409 Conflict: job … is already completed", not
+// "409 Conflict: conflict: storage: …".
+func userMessage(err error) string {
+	msg := strings.ReplaceAll(err.Error(), ": storage: ", ": ")
+	for again := true; again; {
+		again = false
+		for _, p := range redundantPrefixes {
+			if rest, ok := strings.CutPrefix(msg, p); ok && rest != "" {
+				msg, again = rest, true
+			}
+		}
+	}
+	return msg
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,14 +22,39 @@ import (
 // devicesJob is a one-round devices job of cohort size 3.
 const devicesJob = `{"population":{"source":"devices"},"sampling":{"scheme":"fixed","cohort_size":3},"secure_aggregation":true,"rounds":1}`
 
-// testServer is the API over a fresh store, with API token "tok".
+// testServer is the API over a fresh store, with admin token "tok" and
+// auditor token "audit".
 type testServer struct {
 	t   *testing.T
 	m   *job.Manager
+	db  *storage.DB
 	url string
+	log *syncBuffer // the API's log
 }
 
-func newTestServer(t *testing.T) *testServer {
+// syncBuffer is a log sink that the server's goroutines and the test
+// share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func newTestServer(t *testing.T) *testServer { return newTestServerWith(t, Config{}) }
+
+// newTestServerWith is newTestServer with cfg's device rate limit.
+func newTestServerWith(t *testing.T, cfg Config) *testServer {
 	t.Helper()
 	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
 		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
@@ -37,9 +64,14 @@ func newTestServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	m := job.NewManager(db, job.Options{DataDir: data.DefaultFashionMNISTDir, Logger: slog.New(slog.DiscardHandler)})
-	srv := httptest.NewServer(New(m, "tok", nil))
+	cfg.Tokens = &Tokens{}
+	cfg.Tokens.Add(HashToken("tok"), RoleAdmin)
+	cfg.Tokens.Add(HashToken("audit"), RoleAuditor)
+	log := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
+	srv := httptest.NewServer(New(m, cfg))
 	t.Cleanup(func() { srv.Close(); m.Shutdown(t.Context()); db.Close() })
-	return &testServer{t: t, m: m, url: srv.URL}
+	return &testServer{t: t, m: m, db: db, url: srv.URL, log: log}
 }
 
 // call sends one request with bearer (none if empty) and, if non-empty,

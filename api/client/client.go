@@ -5,11 +5,16 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,13 +29,44 @@ type Client struct {
 	http  *http.Client
 }
 
+// Option configures a Client.
+type Option func(*Client)
+
+// WithRootCAs makes the client trust, for an https:// server, the
+// certificate authorities in pool instead of the system's: for a server
+// whose certificate a private CA, or the server itself, signed.
+func WithRootCAs(pool *x509.CertPool) Option {
+	return func(c *Client) {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		c.http.Transport = t
+	}
+}
+
+// LoadCA reads PEM certificates from file into a pool for WithRootCAs.
+func LoadCA(file string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA certificates: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
+}
+
 // New returns a client for the server at base (e.g.
-// "http://127.0.0.1:8080") authenticating with token: the API token for
-// the administrative calls, or a device's credential (from
-// EnrollDevice) for the participate calls of participate.go. Neither
-// opens the other's routes.
-func New(base, token string) *Client {
-	return &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}}
+// "https://dpfl.example:8443") authenticating with token: an API token
+// (admin or auditor) for the administrative calls, or a device's
+// credential (from EnrollDevice) for the participate calls of
+// participate.go. Neither opens the other's routes.
+func New(base, token string, opts ...Option) *Client {
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, http: &http.Client{Timeout: 60 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Error is a non-2xx response.
@@ -40,14 +76,63 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("server said %d %s: %s", e.Status, http.StatusText(e.Status), e.ErrorBody.Error)
+	text := http.StatusText(e.Status)
+	msg := e.ErrorBody.Error
+	// Older servers began messages with the status again ("conflict: …"
+	// under 409 Conflict); say it once.
+	if len(msg) > len(text)+2 && strings.EqualFold(msg[:len(text)], text) && msg[len(text):len(text)+2] == ": " {
+		msg = msg[len(text)+2:]
+	}
+	if msg == "" || msg == text {
+		return fmt.Sprintf("server said %d %s", e.Status, text)
+	}
+	return fmt.Sprintf("server said %d %s: %s", e.Status, text, msg)
 }
 
-// do sends one request; header holds extra header name/value pairs.
+// maxRateRetries and maxRetryAfter bound how often, and how long, do
+// waits out a server's rate limit before it returns the 429.
+const (
+	maxRateRetries = 5
+	maxRetryAfter  = 10 * time.Second
+)
+
+// do sends one request; header holds extra header name/value pairs. A
+// 429 with Retry-After (a rate limit: the server did nothing with the
+// request) is sent again after the wait, up to maxRateRetries times.
 func (c *Client) do(ctx context.Context, method, path string, body []byte, out any, header ...string) error {
+	for attempt := 0; ; attempt++ {
+		status, b, retryAfter, err := c.send(ctx, method, path, body, header)
+		if err != nil {
+			return err
+		}
+		if status == http.StatusTooManyRequests && retryAfter > 0 && attempt < maxRateRetries {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(retryAfter):
+			}
+			continue
+		}
+		if status/100 != 2 {
+			e := &Error{Status: status}
+			if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
+				e.ErrorBody.Error = strings.TrimSpace(string(b))
+			}
+			return e
+		}
+		if out == nil {
+			return nil
+		}
+		return json.Unmarshal(b, out)
+	}
+}
+
+// send makes one HTTP exchange and returns the status, the body and the
+// Retry-After wait (0 if absent, unreadable or over maxRetryAfter).
+func (c *Client) send(ctx context.Context, method, path string, body []byte, header []string) (int, []byte, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(body))
 	if err != nil {
-		return err
+		return 0, nil, 0, err
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -60,24 +145,18 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, out a
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("contacting dpfl-server at %s: %w", c.base, err)
+		return 0, nil, 0, fmt.Errorf("contacting dpfl-server at %s: %w", c.base, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return 0, nil, 0, err
 	}
-	if resp.StatusCode/100 != 2 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(b, &e.ErrorBody) != nil || e.ErrorBody.Error == "" {
-			e.ErrorBody.Error = strings.TrimSpace(string(b))
-		}
-		return e
+	var wait time.Duration
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 && time.Duration(n)*time.Second <= maxRetryAfter {
+		wait = time.Duration(n) * time.Second
 	}
-	if out == nil {
-		return nil
-	}
-	return json.Unmarshal(b, out)
+	return resp.StatusCode, b, wait, nil
 }
 
 // Health checks GET /healthz.
@@ -182,20 +261,63 @@ func (c *Client) Devices(ctx context.Context, id string) ([]job.DeviceInfo, erro
 }
 
 // Wait polls job id every interval until it reaches a terminal state,
-// calling progress (if non-nil) with each status seen.
+// calling progress (if non-nil) with each status seen. It never gives up
+// on a job that stays running; Watch does.
 func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, progress func(job.Status)) (job.Status, error) {
-	t := time.NewTicker(interval)
+	return c.Watch(ctx, id, WatchOptions{Interval: interval, Progress: progress})
+}
+
+// WatchOptions configure Watch.
+type WatchOptions struct {
+	// Interval is the time between polls (≤ 0: one second).
+	Interval time.Duration
+	// Stall, if > 0, ends the watch with a *StalledError when the job's
+	// state and round stay the same for this long.
+	Stall time.Duration
+	// Progress, if non-nil, sees every status polled.
+	Progress func(job.Status)
+}
+
+// StalledError is a job that made no progress within WatchOptions.Stall:
+// it stays in a running state at one round, as when the server has
+// stopped running it (it failed to record its end, say) or a round hangs.
+type StalledError struct {
+	Job   job.Status
+	Stall time.Duration
+}
+
+func (e *StalledError) Error() string {
+	return fmt.Sprintf("job %s made no progress for %s: still %s after round %d of %d. The server may have stopped running it (look in its log); if its rounds are just slow, allow longer (--stall-timeout)",
+		e.Job.ID, e.Stall, e.Job.State, e.Job.Round, e.Job.Spec.Rounds)
+}
+
+// Watch polls job id until it reaches a terminal state. It returns an
+// error as soon as a poll fails (the server's error, or no answer), and
+// a *StalledError when opt.Stall passes without the job's state or
+// round changing, so it never waits forever on a job that does not move.
+func (c *Client) Watch(ctx context.Context, id string, opt WatchOptions) (job.Status, error) {
+	if opt.Interval <= 0 {
+		opt.Interval = time.Second
+	}
+	t := time.NewTicker(opt.Interval)
 	defer t.Stop()
-	for {
+	var last job.Status
+	var lastChange time.Time
+	for first := true; ; first = false {
 		st, err := c.Job(ctx, id)
 		if err != nil {
 			return st, err
 		}
-		if progress != nil {
-			progress(st)
+		if opt.Progress != nil {
+			opt.Progress(st)
 		}
 		if st.State.Terminal() {
 			return st, nil
+		}
+		if now := time.Now(); first || st.State != last.State || st.Round != last.Round {
+			last, lastChange = st, now
+		} else if opt.Stall > 0 && now.Sub(lastChange) >= opt.Stall {
+			return st, &StalledError{Job: st, Stall: opt.Stall}
 		}
 		select {
 		case <-ctx.Done():
@@ -203,4 +325,10 @@ func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, pr
 		case <-t.C:
 		}
 	}
+}
+
+// IsStatus reports whether err is a server's answer with status code.
+func IsStatus(err error, code int) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Status == code
 }

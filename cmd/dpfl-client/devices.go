@@ -22,7 +22,11 @@ func devices(ctx context.Context, c *command, args []string, out io.Writer) erro
 		if err != nil {
 			return err
 		}
-		en, err := c.client().EnrollDevice(ctx, id)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		en, err := cl.EnrollDevice(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -38,7 +42,11 @@ func devices(ctx context.Context, c *command, args []string, out io.Writer) erro
 	if err != nil {
 		return err
 	}
-	ds, err := c.client().Devices(ctx, id)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	ds, err := cl.Devices(ctx, id)
 	if err != nil {
 		return err
 	}

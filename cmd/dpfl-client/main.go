@@ -18,10 +18,17 @@
 //	dpfl-client rounds JOB [--plot FILE]
 //
 // Every command takes --server (default $DPFL_SERVER, else
-// http://127.0.0.1:8080) and --token (default $DPFL_TOKEN), the API
-// token. participate authenticates with the device's credential instead
-// (--credential, default $DPFL_DEVICE_CREDENTIAL), which 'devices enroll'
-// prints once.
+// http://127.0.0.1:8080), --ca FILE (default $DPFL_CA: PEM certificates
+// to trust for an https:// server) and the API token: $DPFL_TOKEN or
+// --token-file FILE (--token T still works but warns, as a command line
+// is visible to every user in ps). An auditor's token serves the
+// commands that only read. participate authenticates with the device's
+// credential instead ($DPFL_DEVICE_CREDENTIAL or --credential-file),
+// which 'devices enroll' prints once.
+//
+// watch (and submit --watch) ends with an error, rather than waiting
+// forever, when the server fails to answer or the job makes no progress
+// for --stall-timeout.
 package main
 
 import (
@@ -33,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -61,7 +69,8 @@ commands:
             local data in --data DIR (IDX files), over secure aggregation;
             authenticates with --credential C (or $DPFL_DEVICE_CREDENTIAL)
 
-common flags: --server URL (or $DPFL_SERVER), --token T (or $DPFL_TOKEN)
+common flags: --server URL (or $DPFL_SERVER), --ca FILE (or $DPFL_CA) to trust
+  an https:// server's certificate, --token-file FILE (or $DPFL_TOKEN)
 `
 
 func main() {
@@ -77,25 +86,83 @@ func main() {
 
 // command is one subcommand's parsed flags and arguments.
 type command struct {
-	fs     *flag.FlagSet
-	server *string
-	token  *string
+	fs        *flag.FlagSet
+	server    *string
+	token     *string
+	tokenFile *string
+	ca        *string
+	stderr    io.Writer
 }
 
-func newCommand(name string) *command {
+func newCommand(name string, stderr io.Writer) *command {
 	fs := flag.NewFlagSet("dpfl-client "+name, flag.ContinueOnError)
 	server := os.Getenv("DPFL_SERVER")
 	if server == "" {
 		server = "http://127.0.0.1:8080"
 	}
 	return &command{
-		fs:     fs,
-		server: fs.String("server", server, "dpfl-server base URL"),
-		token:  fs.String("token", os.Getenv("DPFL_TOKEN"), "API bearer token"),
+		fs:        fs,
+		server:    fs.String("server", server, "dpfl-server base URL"),
+		token:     fs.String("token", "", "DEPRECATED (visible in ps): the API token; use $DPFL_TOKEN or --token-file"),
+		tokenFile: fs.String("token-file", "", "file holding the API token (default $DPFL_TOKEN)"),
+		ca:        fs.String("ca", os.Getenv("DPFL_CA"), "PEM file of the certificate authority (or self-signed certificate) to trust for an https:// server (default $DPFL_CA)"),
+		stderr:    stderr,
 	}
 }
 
-func (c *command) client() *client.Client { return client.New(*c.server, *c.token) }
+// isSet reports whether flag name was given on the command line.
+func (c *command) isSet(name string) bool {
+	set := false
+	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// secret returns a secret from, in order, --<name>-file, the --<name>
+// flag (with a warning: a command line is visible to every user in ps),
+// and environment variable env.
+func (c *command) secret(name, flagVal, file, env string) (string, error) {
+	switch {
+	case file != "" && c.isSet(name):
+		return "", fmt.Errorf("give --%s-file or --%s, not both", name, name)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--%s-file: %w", name, err)
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", fmt.Errorf("--%s-file %s is empty", name, file)
+		}
+		return s, nil
+	case c.isSet(name):
+		fmt.Fprintf(c.stderr, "dpfl-client: warning: --%s puts the secret on the command line, where every user of this machine sees it (ps); use $%s or --%s-file\n", name, env, name)
+		return flagVal, nil
+	}
+	return os.Getenv(env), nil
+}
+
+// connect returns a client for the server with secret (the API token or
+// a device credential), trusting --ca if given.
+func (c *command) connect(secret string) (*client.Client, error) {
+	var opts []client.Option
+	if *c.ca != "" {
+		pool, err := client.LoadCA(*c.ca)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithRootCAs(pool))
+	}
+	return client.New(*c.server, secret, opts...), nil
+}
+
+// client returns a client with the API token. Call it after parsing.
+func (c *command) client() (*client.Client, error) {
+	tok, err := c.secret("token", *c.token, *c.tokenFile, "DPFL_TOKEN")
+	if err != nil {
+		return nil, err
+	}
+	return c.connect(tok)
+}
 
 // positional parses flags and returns the positional arguments. Flags may
 // come before or after them ('rounds JOB --plot f.png').
@@ -134,7 +201,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	name, rest := args[0], args[1:]
-	c := newCommand(name)
+	c := newCommand(name, os.Stderr)
 	switch name {
 	case "submit":
 		return submit(ctx, c, rest, out)
@@ -145,22 +212,35 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "rounds":
 		return rounds(ctx, c, rest, out)
 	case "watch":
+		stall := stallFlag(c.fs)
 		id, err := c.jobArg(rest)
 		if err != nil {
 			return err
 		}
-		return watch(ctx, c.client(), id, out)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		return watch(ctx, cl, id, *stall, out)
 	case "list":
 		if err := c.fs.Parse(rest); err != nil {
 			return err
 		}
-		return list(ctx, c.client(), out)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		return list(ctx, cl, out)
 	case "status":
 		id, err := c.jobArg(rest)
 		if err != nil {
 			return err
 		}
-		st, err := c.client().Job(ctx, id)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		st, err := cl.Job(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -174,7 +254,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return privacy(ctx, c.client(), id, *asJSON, out)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		return privacy(ctx, cl, id, *asJSON, out)
 	case "budget":
 		return budget(ctx, c, rest, out)
 	case "audit":
@@ -182,13 +266,21 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return audit(ctx, c.client(), id, out)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		return audit(ctx, cl, id, out)
 	case "cancel":
 		id, err := c.jobArg(rest)
 		if err != nil {
 			return err
 		}
-		st, err := c.client().Cancel(ctx, id)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		st, err := cl.Cancel(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -200,7 +292,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		m, err := c.client().Model(ctx, id)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		m, err := cl.Model(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -32,11 +32,12 @@ var stageOrder = []string{job.StageJoin, job.StageShareKeys, job.StageMaskedInpu
 // the API token.
 func participate(ctx context.Context, c *command, args []string, out io.Writer) error {
 	jobID := c.fs.String("job", "", "job ID to take part in (or give it as the argument JOB)")
-	cred := c.fs.String("credential", os.Getenv("DPFL_DEVICE_CREDENTIAL"), "this device's credential from 'dpfl-client devices enroll JOB' (default $DPFL_DEVICE_CREDENTIAL)")
+	credFlag := c.fs.String("credential", "", "DEPRECATED (visible in ps): this device's credential; use $DPFL_DEVICE_CREDENTIAL or --credential-file")
+	credFile := c.fs.String("credential-file", "", "file holding this device's credential from 'dpfl-client devices enroll JOB' (default $DPFL_DEVICE_CREDENTIAL)")
 	dir := c.fs.String("data", "", "directory with this device's train-images-idx3-ubyte[.gz] and train-labels-idx1-ubyte[.gz] (required)")
 	rounds := c.fs.Int("rounds", 0, "stop after taking part in this many rounds (0: until the job ends)")
 	poll := c.fs.Duration("poll", 200*time.Millisecond, "how often to poll the round's stage")
-	save := c.fs.String("save-inputs", "", "directory to write each round's global model and encoded update (for audits)")
+	save := c.fs.String("save-inputs", "", "directory (made 0700) to write each round's global model and this device's unmasked encoded update to, files 0600 (for audits; keep them private)")
 	pos, err := c.positional(args)
 	if err != nil {
 		return err
@@ -52,14 +53,21 @@ func participate(ctx context.Context, c *command, args []string, out io.Writer) 
 	if *dir == "" {
 		return errors.New("participate: --data is required")
 	}
-	if *cred == "" {
-		return fmt.Errorf("participate: a device credential is required (--credential or $DPFL_DEVICE_CREDENTIAL); an administrator enrolls this device with 'dpfl-client devices enroll %s'", *jobID)
+	cred, err := c.secret("credential", *credFlag, *credFile, "DPFL_DEVICE_CREDENTIAL")
+	if err != nil {
+		return err
+	}
+	if cred == "" {
+		return fmt.Errorf("participate: a device credential is required ($DPFL_DEVICE_CREDENTIAL or --credential-file); an administrator enrolls this device with 'dpfl-client devices enroll %s'", *jobID)
 	}
 	ds, err := loadDeviceData(*dir)
 	if err != nil {
 		return err
 	}
-	cl := client.New(*c.server, *cred)
+	cl, err := c.connect(cred)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "device with %d examples joining job %s\n", ds.Len(), *jobID)
 	seen := map[[2]int]bool{}
 	taken := 0
@@ -86,11 +94,19 @@ func participate(ctx context.Context, c *command, args []string, out io.Writer) 
 			}
 			continue
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(*poll):
+		if err := sleep(ctx, *poll); err != nil {
+			return err
 		}
+	}
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 
@@ -232,9 +248,20 @@ func (d *device) train(info job.JoinInfo) ([]uint32, error) {
 	return input, nil
 }
 
+// saveInput writes the round's global model and this device's encoded
+// update, unmasked: that update is exactly what secure aggregation keeps
+// from the server, so the directory is 0700 and the files 0600.
 func (d *device) saveInput(info job.JoinInfo, input []uint32) error {
-	if err := os.MkdirAll(d.save, 0o755); err != nil {
+	if err := os.MkdirAll(d.save, 0o700); err != nil {
 		return err
+	}
+	if fi, err := os.Stat(d.save); err != nil {
+		return err
+	} else if fi.Mode().Perm()&0o077 != 0 {
+		// MkdirAll leaves an existing directory as it was.
+		if err := os.Chmod(d.save, 0o700); err != nil {
+			return fmt.Errorf("--save-inputs %s is open to other users and cannot be made private: %w", d.save, err)
+		}
 	}
 	b, err := json.Marshal(client.SavedInput{
 		Round: info.Round, Attempt: info.Attempt, ClientID: info.ClientID, Encoding: info.Encoding,
@@ -244,7 +271,25 @@ func (d *device) saveInput(info job.JoinInfo, input []uint32) error {
 		return err
 	}
 	name := filepath.Join(d.save, fmt.Sprintf("round-%d-attempt-%d.json", info.Round, info.Attempt))
-	return os.WriteFile(name, b, 0o644)
+	return writePrivate(name, b)
+}
+
+// writePrivate writes b to name with mode 0600, whatever the umask, and
+// also if name existed with a wider mode.
+func writePrivate(name string, b []byte) error {
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // waitStage polls until the device's round reaches stage want; a round
@@ -262,10 +307,8 @@ func (d *device) waitStage(ctx context.Context, info job.JoinInfo, want string) 
 		if st.Stage == want {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d.poll):
+		if err := sleep(ctx, d.poll); err != nil {
+			return err
 		}
 	}
 }

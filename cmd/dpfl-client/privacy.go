@@ -158,7 +158,11 @@ func budget(ctx context.Context, c *command, args []string, out io.Writer) error
 		if err != nil {
 			return err
 		}
-		rep, err := c.client().CreateBudget(ctx, name, *eps, *delta)
+		cl, err := c.client()
+		if err != nil {
+			return err
+		}
+		rep, err := cl.CreateBudget(ctx, name, *eps, *delta)
 		if err != nil {
 			return err
 		}
@@ -169,7 +173,11 @@ func budget(ctx context.Context, c *command, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	rep, err := c.client().Budget(ctx, name)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	rep, err := cl.Budget(ctx, name)
 	if err != nil {
 		return err
 	}

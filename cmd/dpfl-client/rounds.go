@@ -21,7 +21,11 @@ func rounds(ctx context.Context, c *command, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	rs, err := c.client().Rounds(ctx, id)
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	rs, err := cl.Rounds(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpfl/dpfl/api/client"
 	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/internal/strictjson"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -57,6 +58,7 @@ var overrides = []override{
 func submit(ctx context.Context, c *command, args []string, out io.Writer) error {
 	file := c.fs.String("file", "", "job file, JSON or YAML (fields left out take the server's defaults)")
 	doWatch := c.fs.Bool("watch", false, "watch the job until it ends")
+	stall := stallFlag(c.fs)
 	vals := map[string]*string{}
 	for _, o := range overrides {
 		vals[o.flag] = c.fs.String(o.flag, "", o.help+" (sets "+o.path+")")
@@ -71,9 +73,11 @@ func submit(ctx context.Context, c *command, args []string, out io.Writer) error
 			return err
 		}
 		if ext := strings.ToLower(filepath.Ext(*file)); ext == ".yaml" || ext == ".yml" {
-			err = yaml.Unmarshal(b, &spec)
+			err = yaml.Unmarshal(b, &spec) // yaml.v3 refuses a repeated key itself
 		} else {
-			err = json.Unmarshal(b, &spec)
+			// The server would refuse a repeated key or trailing data, but
+			// the map below would hide them: check the file as written.
+			err = strictjson.Decode(b, &spec)
 		}
 		if err != nil {
 			return fmt.Errorf("reading job file %s: %w", *file, err)
@@ -94,7 +98,10 @@ func submit(ctx context.Context, c *command, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	cl := c.client()
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
 	st, err := cl.Submit(ctx, body)
 	if err != nil {
 		return err
@@ -104,7 +111,18 @@ func submit(ctx context.Context, c *command, args []string, out io.Writer) error
 	if !*doWatch {
 		return nil
 	}
-	return watch(ctx, cl, st.ID, out)
+	return watch(ctx, cl, st.ID, *stall, out)
+}
+
+// defaultStall is how long watch waits for a job to move before it gives
+// up. A round of the largest jobs on a small machine, or of a devices job
+// waiting out its join and stage timeouts over several attempts, takes
+// minutes: ten leaves a wide margin.
+const defaultStall = 10 * time.Minute
+
+// stallFlag defines --stall-timeout on fs.
+func stallFlag(fs *flag.FlagSet) *time.Duration {
+	return fs.Duration("stall-timeout", defaultStall, "give up (exit 1) when the job's state and round stay the same this long")
 }
 
 func privacyLine(s job.Spec) string {
@@ -151,11 +169,16 @@ func setPath(spec map[string]any, o override, raw string) error {
 	return nil
 }
 
-// watch shows a progress bar of job id until it ends, then a summary.
-func watch(ctx context.Context, cl *client.Client, id string, out io.Writer) error {
+// watch shows a progress bar of job id until it ends, then a summary. It
+// fails, rather than waiting forever, when a poll fails or the job makes
+// no progress for stall (client.Watch).
+func watch(ctx context.Context, cl *client.Client, id string, stall time.Duration, out io.Writer) error {
+	if stall <= 0 {
+		return fmt.Errorf("--stall-timeout must be > 0, got %v", stall)
+	}
 	start := time.Now()
 	var bar *progressbar.ProgressBar
-	st, err := cl.Wait(ctx, id, time.Second, func(st job.Status) {
+	st, err := cl.Watch(ctx, id, client.WatchOptions{Interval: time.Second, Stall: stall, Progress: func(st job.Status) {
 		if bar == nil {
 			bar = progressbar.NewOptions(st.Spec.Rounds,
 				progressbar.OptionSetWriter(os.Stderr),
@@ -167,7 +190,7 @@ func watch(ctx context.Context, cl *client.Client, id string, out io.Writer) err
 		}
 		bar.Describe(progressLine(st))
 		_ = bar.Set(st.Round)
-	})
+	}})
 	if bar != nil {
 		_ = bar.Finish()
 		fmt.Fprintln(os.Stderr)

@@ -79,6 +79,21 @@ func (l *syncLog) add(line string) {
 	l.b.WriteString(line + "\n")
 }
 
+// waitFor reports whether every one of subs appears in the log within a
+// few seconds: the server's stderr reaches the log through a pipe and a
+// goroutine, so a line logged before a response may arrive after it.
+func (l *syncLog) waitFor(subs ...string) bool {
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		s, all := l.String(), true
+		for _, sub := range subs {
+			all = all && strings.Contains(s, sub)
+		}
+		if all || time.Now().After(deadline) {
+			return all
+		}
+	}
+}
+
 func (l *syncLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -2,11 +2,24 @@
 // federated training jobs in the background and keeps jobs, metrics,
 // checkpoints and the privacy ledger in a bbolt database.
 //
-//	dpfl-server [--addr 127.0.0.1:8080] [--db ./dpfl.db] [--data-dir DIR] [--token T] [--verify bounded|full]
+//	dpfl-server [--addr 127.0.0.1:8080] [--db ./dpfl.db] [--data-dir DIR] [--token-file FILE]
+//	            [--tls-cert FILE --tls-key FILE | --insecure-http] [--verify bounded|full] [limits…]
+//	dpfl-server token [--db ./dpfl.db] [--role auditor|admin]
 //
-// The bearer token comes from --token, else $DPFL_TOKEN, else the one stored
-// in the database; on the very first start without either, a token is
-// generated, stored and printed once.
+// API tokens (docs/deployment.md). The admin token comes from
+// --token-file, else $DPFL_TOKEN, else the one whose hash is stored in
+// the database; on the very first start without either, a token is
+// generated, its SHA-256 hash stored and the token printed once. --token
+// still works but warns: a command line is visible to every user in ps.
+// An auditor token (read-only routes) comes from --auditor-token-file or
+// $DPFL_AUDITOR_TOKEN, else the stored hash that 'dpfl-server token
+// --role auditor' makes. The database holds only hashes; a plaintext
+// token stored by an older version is converted at start.
+//
+// Transport. With --tls-cert and --tls-key the server speaks only TLS
+// (1.2 or later). Without them it refuses to listen on anything but a
+// loopback address unless --insecure-http is given: API tokens and device
+// credentials would cross the network in cleartext.
 //
 // Before it resumes any job, the server checks the database (checkStore):
 // every job record, privacy ledger, privacy unit and metrics row is
@@ -19,20 +32,27 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
+
+	gbytes "github.com/labstack/gommon/bytes"
 
 	"github.com/dpfl/dpfl/api"
 	"github.com/dpfl/dpfl/fl/data"
@@ -41,39 +61,124 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "dpfl-server:", err)
+	if err := run(os.Args[1:], os.Stdout); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "dpfl-server:", err)
+		}
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// The http.Server's timeouts. No route long-polls: every participate GET
+// answers at once with the stage as it stands, and devices poll.
+const (
+	// readHeaderTimeout bounds a request's headers.
+	readHeaderTimeout = 10 * time.Second
+	// readTimeout bounds reading a whole request. The largest body, a
+	// CNN's masked input (about 14 MB of JSON), takes about a minute at
+	// the Field Guide's 0.25 MB/s device upload.
+	readTimeout = 2 * time.Minute
+	// writeTimeout bounds a request from the end of its headers to the
+	// end of its response: reading the body (readTimeout), the handler (a
+	// submit that loads a dataset takes seconds) and writing the largest
+	// response (a CNN model or join, about 12 MB, some 16 s at 0.75 MB/s).
+	writeTimeout = 3 * time.Minute
+	// idleTimeout closes a keep-alive connection left idle.
+	idleTimeout = 2 * time.Minute
+)
+
+// defaultMaxRunningJobs bounds the jobs running at once: each trains with
+// every core, so more than a few per core only queue for them while
+// holding their data in memory.
+func defaultMaxRunningJobs() int { return 4 * runtime.GOMAXPROCS(0) }
+
+// byteSize is a flag holding a byte count, as a number or with a unit
+// ("8GiB", "512MB"; github.com/labstack/gommon/bytes).
+type byteSize int64
+
+func (b *byteSize) String() string { return fmt.Sprint(int64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := gbytes.Parse(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("want a byte count ≥ 0 such as 8589934592, 8GiB or 512MB, got %q", s)
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func run(args []string, stdout io.Writer) error {
+	if len(args) > 0 && args[0] == "token" {
+		return tokenCommand(args[1:], stdout)
+	}
 	fs := flag.NewFlagSet("dpfl-server", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address (host:port)")
+	addr := fs.String("addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
 	dbPath := fs.String("db", "./dpfl.db", "bbolt database file (created if missing)")
 	dataDir := fs.String("data-dir", data.DefaultFashionMNISTDir, "directory holding the Fashion-MNIST IDX files")
-	token := fs.String("token", os.Getenv("DPFL_TOKEN"), "API bearer token (default $DPFL_TOKEN, else stored in the db)")
+	token := fs.String("token", "", "DEPRECATED (visible in ps): the admin API token; use $DPFL_TOKEN or --token-file")
+	tokenFile := fs.String("token-file", "", "file holding the admin API token (default $DPFL_TOKEN, else the hash stored in the db)")
+	auditorFile := fs.String("auditor-token-file", "", "file holding a read-only auditor token (default $DPFL_AUDITOR_TOKEN, else the hash 'dpfl-server token --role auditor' stored)")
+	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks only HTTPS")
+	tlsKey := fs.String("tls-key", "", "TLS private key (PEM) for --tls-cert")
+	insecure := fs.Bool("insecure-http", false, "allow plain HTTP on a non-loopback --addr (tokens and device credentials then cross the network in cleartext)")
 	workers := fs.Int("workers", 0, "clients trained in parallel per job (0 = all cores)")
 	verify := fs.String("verify", "bounded", "start-up check of the database: bounded (checkpoints checksummed up to 256 MiB) or full (every checkpoint, and bbolt's page check)")
+	maxJobMemory := byteSize(job.DefaultMaxJobMemory())
+	fs.Var(&maxJobMemory, "max-job-memory", "refuse a job whose estimated peak memory exceeds this many bytes (e.g. 8GiB; 0 = no bound; default half of this machine's memory)")
+	maxRunning := fs.Int("max-running-jobs", defaultMaxRunningJobs(), "refuse (429) a submission while this many jobs run (0 = no bound)")
+	dataRoot := fs.String("data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
+	deviceRate := fs.Float64("device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags only; 'dpfl-server token' issues tokens)", fs.Arg(0))
 	}
 	if *verify != "bounded" && *verify != "full" {
 		return fmt.Errorf("--verify must be bounded or full, got %q", *verify)
 	}
+	if *maxRunning < 0 || !(*deviceRate > 0) {
+		return fmt.Errorf("--max-running-jobs must be ≥ 0 and --device-rate > 0")
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+	// Everything that needs no database first, so a misconfiguration
+	// costs no start-up check.
+	tlsCfg, err := serverTLS(*tlsCert, *tlsKey)
+	if err != nil {
+		return err
+	}
+	if err := checkTransport(*addr, tlsCfg != nil, *insecure); err != nil {
+		return err
+	}
+	if host, _, _ := net.SplitHostPort(*addr); tlsCfg == nil && *insecure && !isLoopback(host) {
+		log.Warn("serving plain HTTP on a non-loopback address (--insecure-http): API tokens and device credentials cross the network in cleartext")
+	}
+	flagSet := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { flagSet[f.Name] = true })
+	admin, err := secretFrom("token", *token, flagSet["token"], *tokenFile, "DPFL_TOKEN", log)
+	if err != nil {
+		return err
+	}
+	auditor, err := secretFrom("auditor-token", "", false, *auditorFile, "DPFL_AUDITOR_TOKEN", log)
+	if err != nil {
+		return err
+	}
 
 	db, err := storage.Open(*dbPath)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	mgr := job.NewManager(db, job.Options{DataDir: *dataDir, Workers: *workers, Logger: log})
+	mgr := job.NewManager(db, job.Options{
+		DataDir: *dataDir, Workers: *workers, Logger: log,
+		DataRoot: *dataRoot, MaxJobMemory: int64(maxJobMemory), MaxRunningJobs: *maxRunning,
+	})
 	// Check before anything writes to the file.
 	if err := checkStore(db, mgr, *verify == "full", log); err != nil {
 		return err
 	}
-	tok, err := resolveToken(db, *token)
+	tokens, err := loadTokens(db, admin, auditor, log, stdout)
 	if err != nil {
 		return err
 	}
@@ -84,13 +189,26 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: api.New(mgr, tok, log), ReadHeaderTimeout: 10 * time.Second}
-	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "db", *dbPath, "data_dir", *dataDir)
+	// Bursts of twice the rate, at least one request.
+	burst := max(1, int(math.Ceil(2**deviceRate)))
+	srv := newHTTPServer(api.New(mgr, api.Config{Tokens: tokens, Logger: log, DeviceRate: *deviceRate, DeviceBurst: burst}), tlsCfg, log)
+	scheme := "http"
+	if tlsCfg != nil {
+		scheme = "https"
+	}
+	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", *dbPath, "data_dir", *dataDir,
+		"data_root", *dataRoot, "max_job_memory", int64(maxJobMemory), "max_running_jobs", *maxRunning)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsCfg != nil {
+			errc <- srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			errc <- srv.Serve(ln)
+		}
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -103,6 +221,192 @@ func run(args []string) error {
 		log.Error("http shutdown", "err", err)
 	}
 	return mgr.Shutdown(sctx)
+}
+
+// newHTTPServer is the http.Server for h, with every timeout set.
+func newHTTPServer(h http.Handler, tlsCfg *tls.Config, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		TLSConfig:         tlsCfg,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// serverTLS loads the certificate and key (both or neither) into a TLS
+// configuration that refuses anything older than TLS 1.2; nil without
+// them.
+func serverTLS(certFile, keyFile string) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("--tls-cert and --tls-key go together: give both, or neither")
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("loading the TLS certificate and key: %w", err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, nil
+}
+
+// checkTransport refuses plain HTTP on an address that other machines
+// can reach, unless insecure allows it: every request carries an API
+// token or a device credential.
+func checkTransport(addr string, tlsOn, insecure bool) error {
+	if tlsOn || insecure {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--addr %q: %w", addr, err)
+	}
+	if isLoopback(host) {
+		return nil
+	}
+	return fmt.Errorf("refusing to serve plain HTTP on %s, which other machines can reach: API tokens and device credentials would cross the network in cleartext. "+
+		"Give --tls-cert and --tls-key (see docs/deployment.md), listen on a loopback address behind a TLS proxy, or pass --insecure-http if the network is trusted", addr)
+}
+
+// isLoopback reports whether host (from --addr) names only this machine:
+// "localhost" or a loopback IP. An empty host is every interface.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// secretFrom returns a secret (a token) from, in order: the file named by
+// --<name>-file, the deprecated --<name> flag (logged: a command line is
+// visible to every user in ps), environment variable env. "" when none
+// gives one.
+func secretFrom(name, flagVal string, flagSet bool, file, env string, log *slog.Logger) (string, error) {
+	if file != "" && flagSet {
+		return "", fmt.Errorf("give --%s-file or --%s, not both", name, name)
+	}
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("--%s-file: %w", name, err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("--%s-file %s is empty", name, file)
+		}
+		if fi, err := os.Stat(file); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			log.Warn("token file is readable by other users; chmod 600 it", "file", file, "mode", fi.Mode().Perm().String())
+		}
+		return tok, nil
+	case flagSet:
+		if flagVal == "" {
+			return "", fmt.Errorf("--%s is empty", name)
+		}
+		log.Warn("--" + name + " puts the secret on the command line, where every user of this machine sees it (ps, /proc); use $" + env + " or --" + name + "-file")
+		return flagVal, nil
+	}
+	return os.Getenv(env), nil
+}
+
+// plaintextTokenKey is the settings key under which versions before
+// hashed tokens kept the API token in plaintext.
+const plaintextTokenKey = "api_token"
+
+// tokenBytes is the length of a generated token: 256 random bits.
+const tokenBytes = 32
+
+func newToken() string {
+	b := make([]byte, tokenBytes)
+	_, _ = crand.Read(b) // crypto/rand.Read does not fail (Go ≥ 1.24)
+	return hex.EncodeToString(b)
+}
+
+// loadTokens builds the API's token set. The admin token is admin when
+// given, else the one whose hash the database holds, else a new one,
+// whose hash it stores and which it prints to out, once. The auditor
+// token is auditor when given, else the stored hash if any. A plaintext
+// token left by an older version is first converted to its hash.
+func loadTokens(db *storage.DB, admin, auditor string, log *slog.Logger, out io.Writer) (*api.Tokens, error) {
+	migrated, err := db.MigratePlaintextToken(plaintextTokenKey, string(api.RoleAdmin))
+	if err != nil {
+		return nil, err
+	}
+	if migrated {
+		log.Warn("converted the plaintext API token that an older version stored into its SHA-256 hash; the token still works. " +
+			"bbolt may keep the old bytes in free pages of the file until they are reused: rotate the token with 'dpfl-server token --role admin'")
+	}
+	tokens := &api.Tokens{}
+	for _, r := range api.Roles {
+		given := map[api.Role]string{api.RoleAdmin: admin, api.RoleAuditor: auditor}[r]
+		if given != "" {
+			if len(given) < 16 {
+				log.Warn("short API token: use at least 16 random characters (dpfl generates 64 hex digits)", "role", r)
+			}
+			tokens.Add(api.HashToken(given), r)
+			continue
+		}
+		h, ok, err := db.TokenHash(string(r))
+		if err != nil {
+			return nil, err
+		}
+		if !ok && r == api.RoleAdmin {
+			fresh := newToken()
+			sum := api.HashToken(fresh)
+			if h, err = db.SetTokenHashIfAbsent(string(r), sum[:]); err != nil {
+				return nil, err
+			}
+			ok = true
+			if bytes.Equal(h, sum[:]) {
+				fmt.Fprintf(out, "generated admin API token (shown once; %s keeps only its SHA-256 hash): %s\n", db.Path(), fresh)
+			}
+		}
+		if ok {
+			if len(h) != len(api.HashToken("")) {
+				return nil, fmt.Errorf("database %s: the stored %s token hash has %d bytes, not a SHA-256; issue a new one with 'dpfl-server token --role %s'", db.Path(), r, len(h), r)
+			}
+			tokens.Add([32]byte(h), r)
+		}
+	}
+	return tokens, nil
+}
+
+// tokenCommand is 'dpfl-server token': it makes a fresh token for a role,
+// stores its hash in the database (revoking the role's previous token)
+// and prints the token on stdout, the one time it is shown. The server
+// must be stopped: bbolt lets one process open the file.
+func tokenCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("dpfl-server token", flag.ContinueOnError)
+	dbPath := fs.String("db", "./dpfl.db", "bbolt database file of the (stopped) server")
+	role := fs.String("role", string(api.RoleAuditor), "auditor (read-only routes) or admin (every route; replaces the admin token)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if !api.Role(*role).Valid() {
+		return fmt.Errorf("--role must be auditor or admin, got %q", *role)
+	}
+	db, err := storage.Open(*dbPath)
+	if err != nil {
+		return fmt.Errorf("%w (stop dpfl-server first: it holds the database)", err)
+	}
+	defer db.Close()
+	if migrated, err := db.MigratePlaintextToken(plaintextTokenKey, string(api.RoleAdmin)); err != nil {
+		return err
+	} else if migrated {
+		fmt.Fprintln(os.Stderr, "converted the plaintext admin token that an older version stored into its SHA-256 hash")
+	}
+	tok := newToken()
+	sum := api.HashToken(tok)
+	if err := db.SetTokenHash(*role, sum[:]); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "new %s token stored as its SHA-256 hash in %s (the previous %s token no longer works; $DPFL_TOKEN or --token-file given to the server take precedence). It is shown once:\n", *role, db.Path(), *role)
+	fmt.Fprintln(stdout, tok)
+	return nil
 }
 
 // startCheckpointBytes caps the checkpoint bytes the bounded start-up check
@@ -150,25 +454,4 @@ func listErrors(err error) string {
 		fmt.Fprintf(&b, "  - %s\n", l)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// resolveToken returns the flag/env token, else the stored one, else a new
-// one that it stores and prints once.
-func resolveToken(db *storage.DB, given string) (string, error) {
-	if given != "" {
-		return given, nil
-	}
-	var b [24]byte
-	if _, err := crand.Read(b[:]); err != nil {
-		return "", err
-	}
-	fresh := hex.EncodeToString(b[:])
-	tok, err := db.SetSettingIfAbsent("api_token", []byte(fresh))
-	if err != nil {
-		return "", err
-	}
-	if string(tok) == fresh {
-		fmt.Printf("generated API token (shown once; it is stored in %s): %s\n", db.Path(), fresh)
-	}
-	return string(tok), nil
 }

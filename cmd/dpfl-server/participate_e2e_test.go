@@ -154,6 +154,12 @@ func TestParticipantsWithDropout(t *testing.T) {
 		if err != nil {
 			t.Fatalf("device %d: %v\n%s", i, err, logs())
 		}
+		// The unmasked update is the device's alone (issue 13).
+		fi, err1 := os.Stat(filepath.Join(p.save, "round-1-attempt-1.json"))
+		di, err2 := os.Stat(p.save)
+		if err1 != nil || err2 != nil || fi.Mode().Perm() != 0o600 || di.Mode().Perm() != 0o700 {
+			t.Fatalf("device %d: saved input mode %v in a directory of mode %v (%v, %v), want 0600 in 0700", i, fi.Mode().Perm(), di.Mode().Perm(), err1, err2)
+		}
 		var in client.SavedInput
 		if err := json.Unmarshal(b, &in); err != nil {
 			t.Fatal(err)
