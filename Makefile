@@ -22,7 +22,7 @@ test-simd:
 	$(SIMD) $(GO) vet ./...
 	$(SIMD) $(GO) test ./simd/ ./fl/...
 
-# Every Go fuzz target for FUZZTIME each (default 5s); CI runs this.
+# Every Go fuzz target for FUZZTIME each (default 20000x, inputs); CI runs this.
 fuzz:
 	bash scripts/fuzz.sh
 
