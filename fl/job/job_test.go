@@ -18,18 +18,11 @@ import (
 	"github.com/dpfl/dpfl/storage"
 )
 
+// manager is a Manager over a fresh database, with two workers and no
+// data root.
 func manager(t testing.TB) *Manager {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
-	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 2, Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { m.Shutdown(t.Context()); db.Close() })
-	return m
+	return managerWithDataRoot(t, "")
 }
 
 func small(t *testing.T, edit func(*Spec)) Spec {
