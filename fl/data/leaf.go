@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 )
 
@@ -26,7 +27,16 @@ type LEAFOptions struct {
 	// held out for per-client evaluation. 0 holds none out.
 	HeldOutFraction float64
 	Seed            uint64
+	// Deadline, if not zero, stops the reading when it passes: LoadLEAF
+	// checks it before each file and each user and then returns
+	// ErrLEAFDeadline. A server that loads a dataset while a request
+	// waits sets it, so a slow directory cannot hold the request.
+	Deadline time.Time
 }
+
+// ErrLEAFDeadline is LoadLEAF's error when LEAFOptions.Deadline passed
+// before the dataset was read.
+var ErrLEAFDeadline = errors.New("data: LEAF: reading the dataset took longer than its deadline")
 
 // Limits on what LoadLEAF reads. A job's client chooses the directories,
 // so a directory must not make the server read without bound.
@@ -149,7 +159,7 @@ func loadLEAF(root *os.Root, trainDir, testDir string, opt LEAFOptions, lim leaf
 	if !(opt.HeldOutFraction >= 0 && opt.HeldOutFraction < 1) {
 		return nil, nil, nil, fmt.Errorf("data: LEAF: held-out fraction must be in [0, 1), got %v", opt.HeldOutFraction)
 	}
-	r := &leafReader{root: root, lim: lim, classes: opt.Classes}
+	r := &leafReader{root: root, lim: lim, classes: opt.Classes, deadline: opt.Deadline}
 	tr, err := r.readDir(trainDir, false)
 	if err != nil {
 		return nil, nil, nil, err
@@ -217,7 +227,11 @@ type leafReader struct {
 	dimFrom  string
 	maxLabel int
 	bytes    int64 // read so far, of lim.bytes
+	deadline time.Time
 }
+
+// late reports whether the reader's deadline has passed.
+func (r *leafReader) late() bool { return !r.deadline.IsZero() && time.Now().After(r.deadline) }
 
 // leafSplit is one directory's examples: user users[k] holds rows
 // start[k] … start[k+1]−1.
@@ -289,10 +303,15 @@ func (r *leafReader) readDir(dir string, test bool) (*leafSplit, error) {
 	}
 	slices.Sort(names)
 	for _, name := range names {
+		if r.late() {
+			return nil, ErrLEAFDeadline
+		}
 		file := path.Join(s.dir, name)
 		b, reason := r.readFile(file)
 		if reason == "" {
-			if err := r.parse(file, b, s); err != nil {
+			if err := r.parse(file, b, s); errors.Is(err, ErrLEAFDeadline) {
+				return nil, err
+			} else if err != nil {
 				reason = err.Error()
 			}
 		}
@@ -371,6 +390,9 @@ func (r *leafReader) parse(file string, b []byte, s *leafSplit) error {
 		}
 	}
 	for k, u := range f.Users {
+		if r.late() {
+			return ErrLEAFDeadline
+		}
 		if prev, ok := s.seen[u]; ok {
 			if prev == file {
 				return fmt.Errorf("users[%d] is listed twice", k)

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The directories of a LEAF job come from the client that submits it, so
@@ -240,5 +241,18 @@ func TestCheckLEAFDir(t *testing.T) {
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%q: error %v, want one mentioning %s", c.dir, err, c.want)
 		}
+	}
+}
+
+// A deadline that has passed stops the reading with ErrLEAFDeadline, and
+// one in the future changes nothing.
+func TestLoadLEAFDeadline(t *testing.T) {
+	root, train, test := writeLEAF(t, nil)
+	_, _, _, err := LoadLEAF(root, train, test, LEAFOptions{Deadline: time.Now().Add(-time.Second)})
+	if !errors.Is(err, ErrLEAFDeadline) {
+		t.Fatalf("past deadline: %v, want ErrLEAFDeadline", err)
+	}
+	if _, _, _, err := LoadLEAF(root, train, test, LEAFOptions{Deadline: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatalf("future deadline: %v", err)
 	}
 }

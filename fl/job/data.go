@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/dpfl/dpfl/fl/data"
 )
@@ -14,7 +15,7 @@ import (
 func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) {
 	switch spec.Dataset {
 	case "leaf":
-		train, test, err := m.loadLEAF(spec)
+		train, test, err := m.loadLEAF(spec, time.Time{})
 		if err != nil {
 			return nil, nil, err
 		}
@@ -122,7 +123,7 @@ var errDataRoot = errors.New("leaf: the server's data root cannot be opened; see
 // loadLEAF reads the job's LEAF directories, relative to the data root
 // and through an os.Root, so that a spec reads nothing outside it. test
 // is never nil: a spec without leaf.test_dir is refused at validation.
-func (m *Manager) loadLEAF(spec Spec) (train, test *data.Federated, err error) {
+func (m *Manager) loadLEAF(spec Spec, deadline time.Time) (train, test *data.Federated, err error) {
 	if m.limits.DataRoot == "" {
 		return nil, nil, errNoDataRoot
 	}
@@ -137,9 +138,17 @@ func (m *Manager) loadLEAF(spec Spec) (train, test *data.Federated, err error) {
 	defer root.Close()
 	train, test, _, err = data.LoadLEAF(root, spec.LEAF.TrainDir, spec.LEAF.TestDir, data.LEAFOptions{
 		Classes: spec.LEAF.Classes, HeldOutFraction: spec.Population.HeldOutFraction, Seed: spec.Seed,
+		Deadline: deadline,
 	})
 	return train, test, err
 }
+
+// leafSubmitTimeout bounds the reading of a LEAF dataset at submission,
+// inside the POST request: FEMNIST's 36 training files (about 1 GB of
+// JSON) parse in well under a minute on two cores, and the HTTP server's
+// write timeout is 3 minutes. A slower dataset is refused (400) rather
+// than holding the request.
+const leafSubmitTimeout = 60 * time.Second
 
 // leafRefusal is the error Submit returns for a LEAF dataset that cannot
 // be loaded: a *ValidationError on the field at fault, except where the
@@ -154,6 +163,8 @@ func leafRefusal(err error) error {
 		return err
 	case errors.Is(err, errNoDataRoot):
 		return &ValidationError{Field: "dataset", Rule: err.Error()}
+	case errors.Is(err, data.ErrLEAFDeadline):
+		return &ValidationError{Field: "leaf.train_dir", Rule: fmt.Sprintf("the dataset could not be read within %v at submission; use fewer or smaller files", leafSubmitTimeout)}
 	case errors.As(err, &le):
 		field := "leaf.train_dir"
 		if le.Test {

@@ -184,12 +184,13 @@ func (m *Manager) Submit(spec Spec) (storage.Job, error) {
 		dim, classes = data.SyntheticDim, data.SyntheticClasses
 	case "leaf":
 		// Read the files now, so a bad dataset is refused at submit, and
-		// the population is their users.
-		fed, test, err := m.population(spec)
+		// the population is their users; the request waits, so the
+		// reading has a deadline.
+		fed, test, err := m.loadLEAF(spec, time.Now().Add(leafSubmitTimeout))
 		if err != nil {
 			return storage.Job{}, leafRefusal(err)
 		}
-		spec.Population.Clients, dim, classes = fed.NumClients(), test.Dim, test.Classes
+		spec.Population.Clients, dim, classes = fed.NumClients(), test.Base().Dim, test.Base().Classes
 		if spec.Sampling.Scheme == "fixed" && spec.Sampling.CohortSize > spec.Population.Clients {
 			return storage.Job{}, &ValidationError{Field: "sampling.cohort_size", Rule: fmt.Sprintf("must not exceed the dataset's %d users", spec.Population.Clients)}
 		}
