@@ -1,6 +1,6 @@
 module github.com/dpfl/dpfl
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/cloudflare/circl v1.6.5
@@ -8,6 +8,7 @@ require (
 	github.com/labstack/echo/v4 v4.16.0
 	github.com/schollz/progressbar/v3 v3.19.1
 	go.etcd.io/bbolt v1.5.0
+	golang.org/x/mod v0.42.0
 	gonum.org/v1/gonum v0.17.0
 	gonum.org/v1/plot v0.17.0
 	gopkg.in/yaml.v3 v3.0.1

@@ -25,6 +25,7 @@
 //	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
 //	POST /v1/jobs/:id/devices     admin: enroll a device for a devices job: its ID and credential, once
 //	GET  /v1/jobs/:id/devices     the job's enrolled devices (IDs and enrolment times)
+//	GET  /v1/log/...              the transparency log: key, checkpoint, proofs, audit bundles (log.go)
 //
 // A devices job's participants (participate.go) use, with their device
 // credential,
@@ -155,6 +156,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	v1.GET("/budgets/:name", h.budget)
 	v1.POST("/jobs/:id/devices", h.enroll, adminOnly)
 	v1.GET("/jobs/:id/devices", h.devices)
+	h.registerLog(v1)
 	return e
 }
 

@@ -78,6 +78,10 @@ type FedAvg struct {
 	// are held until the round closes: memory O(cohort · d).
 	DeadlineSeconds float64
 	Target          int
+	// Canaries, when set, adds the round's canary clients to the released
+	// average (empirical privacy estimation; Canaries documents why this
+	// is post-processing of the round's DP release).
+	Canaries *Canaries
 
 	workers []*worker
 	accs    []Accumulator
@@ -394,6 +398,9 @@ func (f *FedAvg) Round(ctx context.Context, round int, params []float32, fed dat
 	}
 	if err != nil {
 		return st, err
+	}
+	if f.Canaries != nil {
+		f.Canaries.insert(f.avg, expected)
 	}
 	if f.Normalize && st.Examples > 0 {
 		simd.Scale(f.avg, float32(tauSum/float64(st.Examples))) // τ_eff

@@ -8,6 +8,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // Sentinel errors. Methods wrap them with context (job id, seq, round) via
@@ -48,10 +49,16 @@ var (
 type DB struct {
 	bolt *bolt.DB
 	path string
+	// signer signs the transparency log's heads and logKey is its
+	// verifier key (SetLogSigner; nil and "" until then).
+	signer note.Signer
+	logKey string
 }
 
 // Open opens (creating if needed, mode 0600) the store at path and ensures
-// the top-level buckets exist. If another process holds the file lock for
+// the top-level buckets exist, the transparency log's included (a file
+// written before the log gets one, started with its history: initLog in
+// tlog.go). If another process holds the file lock for
 // more than one second it returns an error wrapping ErrLocked that says so.
 // A file written in another format version is refused.
 func Open(path string) (*DB, error) {
@@ -62,6 +69,7 @@ func Open(path string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
+	db := &DB{bolt: b, path: path}
 	err = b.Update(func(tx *bolt.Tx) error {
 		for _, name := range [][]byte{bucketMeta, bucketSettings, bucketJobs, bucketUnits, bucketDevices} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -71,6 +79,9 @@ func Open(path string) (*DB, error) {
 		m := tx.Bucket(bucketMeta)
 		v := m.Get(keyFormat)
 		if v == nil {
+			if err := db.initLog(tx); err != nil {
+				return err
+			}
 			return m.Put(keyFormat, frame([]byte(formatVersion)))
 		}
 		p, err := unframe(v)
@@ -80,13 +91,15 @@ func Open(path string) (*DB, error) {
 		if !bytes.Equal(p, []byte(formatVersion)) {
 			return fmt.Errorf("file format %q, this build reads %q", p, formatVersion)
 		}
-		return nil
+		// A file from before the transparency log gets one, with its
+		// history (tlog.go).
+		return db.initLog(tx)
 	})
 	if err != nil {
 		b.Close()
 		return nil, fmt.Errorf("storage: open %s: %w", path, err)
 	}
-	return &DB{bolt: b, path: path}, nil
+	return db, nil
 }
 
 // Close releases the file and its lock. Calls after the first are no-ops.

@@ -32,6 +32,10 @@
 //	    ledger/           u64(seq)   → framed JSON of LedgerEntry, seq = 1, 2, …
 //	    metrics/          u64(round) → framed metrics JSON, round = 1 … Job.Round
 //	units/                privacy units (shared budgets), unit.go
+//	log/                  the transparency log (tlog.go): leaves, tlog's stored
+//	                      hashes, each job's leaf index and the signed head; every
+//	                      ledger append, round commit and unit creation appends
+//	                      its leaf in its own transaction
 //	devices/<job id>/     enrolled devices of a devices job (device.go): ids/
 //	                      device ID → framed record; credentials/ SHA-256 of
 //	                      a credential → device ID (credentials never stored)

@@ -35,7 +35,17 @@ type LedgerEntry struct {
 // written) for a job in a terminal state, so that a release for a finished
 // job cannot be recorded — and, write-ahead, made — or for a round other
 // than Job.Round+1.
+//
+// The same transaction appends the entry's charge leaf to the
+// transparency log (tlog.go) and signs the new head, so the ledger and
+// the log never disagree.
 func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
+	return db.AppendCharge(jobID, e, "")
+}
+
+// AppendCharge is AppendLedger for a job charged to privacy unit unit as
+// well ("" for none): the charge leaf it logs names the unit.
+func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntry, error) {
 	if e.Round < 1 {
 		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: round %d, rounds start at 1", jobID, e.Round)
 	}
@@ -70,7 +80,16 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 		if err != nil {
 			return fmt.Errorf("storage: job %q ledger: encode: %w", jobID, err)
 		}
-		return l.Put(u64(e.Seq), frame(p))
+		if err := l.Put(u64(e.Seq), frame(p)); err != nil {
+			return err
+		}
+		// The entry as stored: its event compacted, as a read returns it.
+		var stored LedgerEntry
+		if err := json.Unmarshal(p, &stored); err != nil {
+			return err
+		}
+		_, err = db.appendLeaf(tx, chargeLeaf(j, stored, unit))
+		return err
 	})
 	if err != nil {
 		return LedgerEntry{}, err

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dpfl/dpfl/audit"
 )
 
 // CommitRound records the end of a training round in ONE transaction: it
@@ -13,10 +15,13 @@ import (
 // checkpoint with ck (ck.Round must be 0, meaning round, or equal round) and
 // sets Job.Round = round and UpdatedAt. It requires round == Job.Round+1 and a
 // non-terminal job; otherwise it returns an error wrapping ErrConflict and
-// writes nothing. Unknown jobs give ErrNotFound.
+// writes nothing. Unknown jobs give ErrNotFound. The same transaction
+// appends the round's release leaf to the transparency log (tlog.go):
+// the SHA-256 of ck.Params (audit.ModelHash) and the seq of the ledger's
+// last entry when it is of this round.
 //
-// The checkpoint is encoded before the transaction starts so bbolt's single
-// writer lock is held only for the B+tree update and fsync.
+// The checkpoint is encoded and hashed before the transaction starts so
+// bbolt's single writer lock is held only for the B+tree update and fsync.
 func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck Checkpoint) error {
 	switch {
 	case round < 1:
@@ -27,6 +32,7 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 		return fmt.Errorf("storage: job %q round %d: metrics are not valid JSON", jobID, round)
 	}
 	ckv := encodeCheckpoint(round, &ck)
+	model := audit.ModelHash(ck.Params)
 	return db.bolt.Update(func(tx *bolt.Tx) error {
 		b, j, err := liveJob(tx, jobID, fmt.Sprintf("commit round %d", round))
 		if err != nil {
@@ -46,6 +52,15 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 			return err
 		}
 		j.Round, j.UpdatedAt = round, time.Now().UTC()
+		// The release's leaf in the transparency log (tlog.go), with the
+		// model's hash, in this transaction.
+		leaf, err := releaseLeaf(b, j, round, model, j.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		if _, err := db.appendLeaf(tx, leaf); err != nil {
+			return err
+		}
 		return putMeta(b, &j)
 	})
 }

@@ -3,6 +3,7 @@ package storage
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,10 +26,14 @@ type Unit struct {
 
 // CreateUnit stores u; ErrExists if the name is taken. Budget and δ are
 // immutable once created, so a spend can never be re-judged against a
-// looser budget.
+// looser budget; the same transaction logs them in the transparency log
+// (tlog.go). EpsilonBudget must be finite and > 0, Delta in (0, 1).
 func (db *DB) CreateUnit(u Unit) error {
 	if u.Name == "" || len(u.Name) > MaxJobIDLen {
 		return fmt.Errorf("storage: unit name must have 1..%d bytes", MaxJobIDLen)
+	}
+	if !(u.EpsilonBudget > 0) || math.IsInf(u.EpsilonBudget, 0) || !(u.Delta > 0 && u.Delta < 1) {
+		return fmt.Errorf("storage: privacy unit %q: ε_max %v must be finite and > 0, δ %v in (0, 1)", u.Name, u.EpsilonBudget, u.Delta)
 	}
 	if u.CreatedAt.IsZero() {
 		u.CreatedAt = time.Now().UTC()
@@ -42,7 +47,12 @@ func (db *DB) CreateUnit(u Unit) error {
 		if units.Get([]byte(u.Name)) != nil {
 			return fmt.Errorf("storage: privacy unit %q: %w", u.Name, ErrExists)
 		}
-		return units.Put([]byte(u.Name), frame(b))
+		if err := units.Put([]byte(u.Name), frame(b)); err != nil {
+			return err
+		}
+		// The unit's budget is logged (tlog.go) in this transaction.
+		_, err := db.appendLeaf(tx, unitLeaf(u))
+		return err
 	})
 }
 

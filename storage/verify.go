@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/dpfl/dpfl/audit"
 )
 
 // VerifyOptions bound how much of the file VerifyWith reads. Job records,
@@ -29,6 +31,10 @@ type VerifyOptions struct {
 	// what is left of the cap is checked only for presence and for the
 	// round in its header, without reading its body. Negative: no cap.
 	CheckpointBytes int64
+	// LogKey, when set, is the note verifier key of the server's log
+	// signer (SetLogSigner): the log head's checkpoint, if signed, must
+	// carry a valid signature by it.
+	LogKey string
 }
 
 // VerifyResult says what a verification covered, for logs.
@@ -39,6 +45,9 @@ type VerifyResult struct {
 	// LedgerEntries and MetricsRounds count the ledger entries and
 	// metrics rows read and checksummed, over all jobs.
 	LedgerEntries, MetricsRounds int
+	// LogLeaves counts the transparency log's leaves read, checksummed
+	// and hashed into the recomputed tree.
+	LogLeaves int
 	// CheckpointsVerified counts checkpoints checksummed in full,
 	// CheckpointBytes their total size in bytes; CheckpointsSkipped those
 	// past VerifyOptions.CheckpointBytes, checked by header only.
@@ -59,7 +68,10 @@ const maxVerifyErrors = 100
 // value's CRC-32C, and the invariants of the package doc (per job: metrics
 // exactly 1 … Job.Round, checkpoint present iff Job.Round > 0 and of round
 // Job.Round, ledger seqs exactly 1 … n with rounds non-decreasing and at
-// most Job.Round+1; every unit record well-formed). It returns nil or the
+// most Job.Round+1; every unit record well-formed), and the transparency
+// log (verifyLog in tlog.go: the tree hash recomputed from the leaves
+// against the stored head, and the log against the ledgers, rounds,
+// checkpoints and units). It returns nil or the
 // joined errors (at most 100, then a count of the rest), each wrapping
 // ErrCorrupt when the data (not the bbolt structure) is at fault. Its cost
 // is linear in the file size; VerifyWith bounds it.
@@ -101,6 +113,10 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 		}
 		if err := verifyDevices(tx, &res, add); err != nil {
 			return err
+		}
+		models := verifyLog(tx, opt.LogKey, &res, add)
+		for i := range cks {
+			cks[i].model = models[cks[i].id]
 		}
 		verifyCheckpoints(tx, cks, opt.CheckpointBytes, &res, add)
 		return nil
@@ -205,6 +221,9 @@ type ckRef struct {
 	id   string
 	job  Job
 	size int
+	// model is the model hash of the job's latest release in the log
+	// ("" if none), which the checkpoint's parameters must have.
+	model string
 }
 
 // verifyJobs checks every job's meta, metrics and ledger, and returns the
@@ -275,8 +294,10 @@ func verifyCheckpoints(tx *bolt.Tx, cks []ckRef, capBytes int64, res *VerifyResu
 	for _, c := range cks {
 		b := jobs.Bucket([]byte(c.id))
 		if c.size == 0 || capBytes < 0 || int64(c.size) <= left {
-			if _, _, err := readCheckpoint(b, c.id); err != nil {
+			if ck, ok, err := readCheckpoint(b, c.id); err != nil {
 				add(err)
+			} else if ok && c.model != "" && audit.ModelHash(ck.Params) != c.model {
+				add(fmt.Errorf("storage: job %q checkpoint round %d: its parameters are not the model the transparency log records for that round: %w", c.id, c.job.Round, ErrCorrupt))
 			}
 			if c.size > 0 {
 				res.CheckpointsVerified++

@@ -50,7 +50,7 @@ func TestVerifyWithBoundsCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := VerifyResult{Jobs: 3, Units: 1, Settings: 0, LedgerEntries: 6, MetricsRounds: 6,
+	want := VerifyResult{Jobs: 3, Units: 1, Settings: 0, LedgerEntries: 6, MetricsRounds: 6, LogLeaves: 13,
 		CheckpointsVerified: 2, CheckpointsSkipped: 1, CheckpointBytes: int64(2 * size)}
 	res.Duration = 0
 	if res != want {

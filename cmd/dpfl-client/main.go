@@ -7,7 +7,8 @@
 //	dpfl-client privacy JOB [--json]
 //	dpfl-client privacy compute --q Q --noise Z --steps N --delta D
 //	dpfl-client privacy calibrate --epsilon E --delta D --q Q --steps N
-//	dpfl-client audit JOB
+//	dpfl-client audit JOB [--bundle FILE [--since-checkpoint FILE]]
+//	dpfl-client verify FILE [--key PUB] [--model MODEL.json]
 //	dpfl-client budget create NAME --epsilon E --delta D
 //	dpfl-client budget NAME
 //	dpfl-client cancel JOB
@@ -56,7 +57,9 @@ commands:
   status    show a job's state and latest metrics
   privacy   show a job's privacy ledger and ε; 'privacy compute' and
             'privacy calibrate' work offline (see 'dpfl-client privacy compute -h')
-  audit     print a job's privacy ledger as a table
+  audit     print a job's privacy ledger as a table; --bundle FILE writes its
+            audit bundle (transparency log entries, proofs, signed checkpoint)
+  verify    check an audit bundle or a model file offline (see 'dpfl-client verify -h')
   budget    'budget create NAME --epsilon E --delta D' makes a shared privacy
             unit (jobs join it with dp.privacy_unit); 'budget NAME' shows its spend
   cancel    stop a running job
@@ -262,6 +265,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case "budget":
 		return budget(ctx, c, rest, out)
 	case "audit":
+		bundle := c.fs.String("bundle", "", "write the job's audit bundle (log entries, proofs, signed checkpoint, claim) to this file")
+		since := c.fs.String("since-checkpoint", "", "with --bundle: an earlier bundle or checkpoint note you kept; the bundle then proves the log only grew since")
 		id, err := c.jobArg(rest)
 		if err != nil {
 			return err
@@ -270,7 +275,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
+		if *bundle != "" {
+			return auditBundle(ctx, cl, id, *bundle, *since, out)
+		}
+		if *since != "" {
+			return errors.New("audit: --since-checkpoint goes with --bundle")
+		}
 		return audit(ctx, cl, id, out)
+	case "verify":
+		return verify(c, rest, out)
 	case "cancel":
 		id, err := c.jobArg(rest)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/accounting/pld"
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/fl/job"
 )
 
 func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out io.Writer) error {
@@ -29,6 +30,7 @@ func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out
 	if rep.Epsilon != nil {
 		fmt.Fprintf(out, "ε = %.4f at δ = %g (%s accountant, the tighter valid bound)\n", *rep.Epsilon, rep.Delta, rep.Accountant)
 	}
+	printEmpirical(out, rep.EmpiricalEpsilon)
 	if rep.Uncovered != "" {
 		fmt.Fprintf(out, "WARNING: not covered by the analysis: %s\n", rep.Uncovered)
 	}
@@ -42,6 +44,23 @@ func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out
 		fmt.Fprintf(out, "event per round: %s\n", strings.TrimSpace(string(rep.Events[0].Event)))
 	}
 	return nil
+}
+
+// printEmpirical shows the canary audit's empirical ε beside the
+// analytical one (nothing when the job has no canaries).
+func printEmpirical(out io.Writer, e *job.EmpiricalEpsilon) {
+	if e == nil {
+		return
+	}
+	if e.Estimate != nil && e.Lower != nil && e.Upper != nil {
+		fmt.Fprintf(out, "empirical ε = %.4f, %.0f%% interval [%.4f, %.4f] (%d canaries, %d held out, model of round %d)\n",
+			*e.Estimate, 100*e.Confidence, *e.Lower, *e.Upper, e.Canaries, e.HeldOut, e.Round)
+	} else {
+		fmt.Fprintf(out, "empirical ε: none yet (%d canaries, %d held out)\n", e.Canaries, e.HeldOut)
+	}
+	if e.Note != "" {
+		fmt.Fprintf(out, "  %s\n", e.Note)
+	}
 }
 
 func printEstimates(out io.Writer, es ...accounting.Estimate) {

@@ -21,6 +21,14 @@
 // loopback address unless --insecure-http is given: API tokens and device
 // credentials would cross the network in cleartext.
 //
+// Transparency log (docs/auditing.md). Every ledger charge, committed
+// round (with its model's hash) and privacy unit is a leaf of an
+// append-only Merkle log in the database, and every append signs a new
+// checkpoint with the server's Ed25519 key: --log-key, by default
+// <db>.signing-key, created at first start with mode 0600 (a key file
+// that others may read is refused). Its public key is printed at every
+// start, logged, and served at GET /v1/log/key.
+//
 // Before it resumes any job, the server checks the database (checkStore):
 // every job record, privacy ledger, privacy unit and metrics row is
 // checksummed, every DP job's ledger must hold an event for each of its
@@ -128,6 +136,7 @@ func run(args []string, stdout io.Writer) error {
 	maxRunning := fs.Int("max-running-jobs", defaultMaxRunningJobs(), "refuse (429) a submission while this many jobs run (0 = no bound)")
 	dataRoot := fs.String("data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
 	deviceRate := fs.Float64("device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
+	logKeyFile := fs.String("log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,12 +179,22 @@ func run(args []string, stdout io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	if *logKeyFile == "" {
+		*logKeyFile = storage.LogKeyFile(*dbPath)
+	}
+	logKey, err := loadLogKey(db, *logKeyFile, log)
+	if err != nil {
+		return err
+	}
 	mgr := job.NewManager(db, job.Options{
 		DataDir: *dataDir, Workers: *workers, Logger: log,
 		DataRoot: *dataRoot, MaxJobMemory: int64(maxJobMemory), MaxRunningJobs: *maxRunning,
 	})
 	// Check before anything writes to the file.
 	if err := checkStore(db, mgr, *verify == "full", log); err != nil {
+		return err
+	}
+	if err := startLog(db, logKey, log, stdout); err != nil {
 		return err
 	}
 	tokens, err := loadTokens(db, admin, auditor, log, stdout)
@@ -427,6 +446,7 @@ func checkStore(db *storage.DB, mgr *job.Manager, full bool, log *slog.Logger) e
 	if full {
 		opt = storage.VerifyOptions{Structure: true, CheckpointBytes: -1}
 	}
+	opt.LogKey = db.LogPublicKey()
 	res, err := db.VerifyWith(opt)
 	if err == nil {
 		err = mgr.VerifyLedgers()
@@ -435,7 +455,7 @@ func checkStore(db *storage.DB, mgr *job.Manager, full bool, log *slog.Logger) e
 		return fmt.Errorf("database %s failed its start-up check, so the server will not start (a reported ε must rest on intact ledgers); restore the file from a backup, or move it aside to start afresh:\n%s",
 			db.Path(), listErrors(err))
 	}
-	log.Info("database checked", "jobs", res.Jobs, "ledger_entries", res.LedgerEntries, "units", res.Units,
+	log.Info("database checked", "jobs", res.Jobs, "ledger_entries", res.LedgerEntries, "log_leaves", res.LogLeaves, "units", res.Units,
 		"metrics_rows", res.MetricsRounds, "checkpoints_verified", res.CheckpointsVerified,
 		"checkpoints_header_only", res.CheckpointsSkipped, "page_check", res.Structure, "took", res.Duration)
 	return nil
@@ -454,4 +474,59 @@ func listErrors(err error) string {
 		fmt.Fprintf(&b, "  - %s\n", l)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// loadLogKey loads the transparency log's signing key from path,
+// creating it at first start (named after this host: the log's origin),
+// and gives it to db. It returns the verifier key.
+func loadLogKey(db *storage.DB, path string, log *slog.Logger) (string, error) {
+	skey, created, err := storage.LoadOrCreateLogKey(path, logName())
+	if err != nil {
+		return "", err
+	}
+	vkey, err := db.SetLogSigner(skey)
+	if err != nil {
+		return "", err
+	}
+	if created {
+		log.Info("created the transparency log's signing key (keep it, and back it up: a new key cannot extend the old log's signatures)", "file", path)
+	}
+	return vkey, nil
+}
+
+// logName is the name of a new log signing key, which every checkpoint
+// states as its origin: "dpfl/" and this host's name, reduced to the
+// characters a note key name may hold.
+func logName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	host = strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '.' || r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+			return r
+		}
+		return '-'
+	}, host)
+	return "dpfl/" + host
+}
+
+// startLog signs the log's head if it is not yet signed by this key (a
+// database whose log began without it), then prints and logs the public
+// key and the head, so that an auditor can pin both.
+func startLog(db *storage.DB, vkey string, log *slog.Logger, out io.Writer) error {
+	signed, err := db.SignLogHead()
+	if err != nil {
+		return err
+	}
+	head, err := db.LogHead()
+	if err != nil {
+		return err
+	}
+	if signed && head.Size > 0 {
+		log.Warn("signed the transparency log's unsigned head (a log started in a database that predates it)", "size", head.Size)
+	}
+	fmt.Fprintf(out, "transparency log public key (pin it to verify audit bundles): %s\n", vkey)
+	log.Info("transparency log", "public_key", vkey, "size", head.Size, "root", head.Root.String())
+	return nil
 }

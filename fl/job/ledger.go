@@ -12,10 +12,13 @@ import (
 // ledgerState tracks a DP job's privacy spend: the events of its stored
 // ledger and the accounting report over them.
 type ledgerState struct {
-	db     *storage.DB
-	jobID  string
-	event  accounting.Event // every round of a job releases this event
-	raw    []byte
+	db    *storage.DB
+	jobID string
+	event accounting.Event // every round of a job releases this event
+	raw   []byte
+	// unit is the privacy unit the job is charged to ("" for none),
+	// named in each charge's transparency log leaf.
+	unit   string
 	delta  float64
 	events []accounting.Event
 	// current is the report over events; next adds one more round.
@@ -35,7 +38,7 @@ func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
 	}
 	// The job's ε (and its budget check) is at the δ its privacy report
 	// uses: δ less what secure aggregation's aborts cost.
-	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, delta: spec.DP.AccountingDelta()}
+	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.PrivacyUnit, delta: spec.DP.AccountingDelta()}
 	if l.events, err = ledgerEvents(m.db, jobID); err != nil {
 		return nil, err
 	}
@@ -158,9 +161,11 @@ func (l *ledgerState) project() (err error) {
 	return err
 }
 
-// append records round's event durably, then advances the reports.
+// append records round's event durably, with its charge leaf in the
+// transparency log (naming the job's privacy unit, if any) in the same
+// transaction, then advances the reports.
 func (l *ledgerState) append(round int) error {
-	if _, err := l.db.AppendLedger(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}); err != nil {
+	if _, err := l.db.AppendCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit); err != nil {
 		return err
 	}
 	l.events = append(l.events, l.event)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/audit"
 	"github.com/dpfl/dpfl/simd"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -156,6 +157,9 @@ type PrivacyReport struct {
 	// Uncovered, when set, says why ε is not a proven bound for this
 	// job's configuration (Spec.Uncovered).
 	Uncovered string `json:"uncovered,omitempty"`
+	// EmpiricalEpsilon is the canary audit's empirical ε, to set beside
+	// Epsilon (audit.canaries > 0 only; canary.go).
+	EmpiricalEpsilon *EmpiricalEpsilon `json:"empirical_epsilon,omitempty"`
 }
 
 // Privacy recomputes job id's ε from its stored ledger.
@@ -200,6 +204,9 @@ func (m *Manager) Privacy(id string) (PrivacyReport, error) {
 		left := rep.EpsilonBudget - *rep.Epsilon
 		rep.Remaining = &left
 	}
+	if rep.EmpiricalEpsilon, err = m.empiricalEpsilon(s, rep.Epsilon); err != nil {
+		return rep, err
+	}
 	return rep, nil
 }
 
@@ -211,6 +218,12 @@ type ModelExport struct {
 	NumParams int    `json:"num_params"`
 	// Params is the flat parameter vector; fl/model documents its layout.
 	Params []float32 `json:"params"`
+	// Certificate ties the model to the transparency log: its (ε, δ),
+	// adjacency and accountant, its hash, the release leaf with its
+	// inclusion proof, and the signed checkpoint (transparency.go;
+	// audit.VerifyModel checks it). Absent when the server does not sign
+	// its log.
+	Certificate *audit.ModelCertificate `json:"certificate,omitempty"`
 }
 
 // Model returns the checkpoint of job id's last committed round. A job
@@ -233,7 +246,11 @@ func (m *Manager) Model(id string) (ModelExport, error) {
 	if !simd.AllFinite(ck.Params) {
 		return ModelExport{}, fmt.Errorf("%w: job %s's model of round %d has non-finite parameters (training diverged) and cannot be exported", ErrConflict, id, ck.Round)
 	}
-	return ModelExport{JobID: id, Model: s.Spec.Model, Round: ck.Round, NumParams: len(ck.Params), Params: ck.Params}, nil
+	cert, err := m.modelCertificate(id, s.Spec, ck.Round)
+	if err != nil {
+		return ModelExport{}, err
+	}
+	return ModelExport{JobID: id, Model: s.Spec.Model, Round: ck.Round, NumParams: len(ck.Params), Params: ck.Params, Certificate: cert}, nil
 }
 
 // RoundRecord is one round's participation and timing, as

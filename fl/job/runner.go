@@ -79,6 +79,12 @@ type Manager struct {
 	// beforeRound, when set, runs in the job's goroutine before each
 	// round; tests use it to make a job panic.
 	beforeRound func(jobID string, round int)
+	// noiseScale, when > 0, multiplies the noise multiplier of simulated
+	// rounds while the ledger still records the spec's z: a deliberate
+	// privacy bug that only tests set, for the canary audit's alarm.
+	noiseScale float64
+	// audits caches the canary audits of ended jobs (canary.go).
+	audits auditCache
 }
 
 // terminalState is a final state kept in memory because it could not be
@@ -749,7 +755,7 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 			return fail("restoring server optimizer: %v", err)
 		}
 	case j.Round == 0:
-		mdl.Init(params, rand.New(rand.NewPCG(spec.Seed, 0x1a17)))
+		initParams(mdl, params, spec.Seed)
 	default:
 		return fail("checkpoint of round %d missing or mismatched", j.Round)
 	}
@@ -774,8 +780,13 @@ func (m *Manager) runJob(ctx context.Context, j storage.Job, spec Spec) (storage
 		return fail("%v", err)
 	}
 	var ledger *ledgerState
-	alg.Aggregate = spec.aggregator(spec.DP.NoiseMultiplier, n, secure, m.workers)
+	alg.Aggregate = spec.aggregator(spec.DP.NoiseMultiplier*m.noiseFactor(), n, secure, m.workers)
 	sa, _ := alg.Aggregate.(*fl.SecureAggregator)
+	if spec.Audit.Canaries > 0 && fed != nil {
+		if alg.Canaries, err = m.canaries(j.ID, spec, n); err != nil {
+			return fail("%v", err)
+		}
+	}
 	if spec.DP.Enabled {
 		if ledger, err = m.openLedger(j.ID, spec); err != nil {
 			return fail("%v", err)

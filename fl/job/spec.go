@@ -68,6 +68,9 @@ type Spec struct {
 	RoundTime fl.RoundTimeModel `json:"round_time"`
 	// Participation is who of the sampled users reports (fl.Participation).
 	Participation ParticipationSpec `json:"participation"`
+	// Audit inserts canary clients for an empirical ε (AuditSpec,
+	// canary.go); left out of the JSON when off.
+	Audit AuditSpec `json:"audit,omitzero"`
 }
 
 // ParticipationSpec models availability, dropouts, over-selection and the
@@ -546,6 +549,9 @@ func (s Spec) Validate(trainSize int) error {
 		}
 	}
 	if err := s.validateReleases(); err != nil {
+		return err
+	}
+	if err := s.validateAudit(); err != nil {
 		return err
 	}
 	if s.EvalEvery < 1 {
