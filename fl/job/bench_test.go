@@ -26,14 +26,9 @@ func BenchmarkMillionUsers(b *testing.B) {
 		s.Rounds = 50
 		s.EvalEvery = 25
 		s.DP.Delta = 1e-7
-		j, err := m.Submit(s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		m.Wait(j.ID)
-		st, err := m.Get(j.ID)
-		if err != nil || st.State != storage.StateCompleted {
-			b.Fatalf("%s: %s %v", st.State, st.Message, err)
+		st := runToEnd(b, m, s)
+		if st.State != storage.StateCompleted {
+			b.Fatalf("%s: %s", st.State, st.Message)
 		}
 		b.ReportMetric(float64(s.Rounds)/b.Elapsed().Seconds(), "rounds/s")
 		b.ReportMetric(st.LatestTest.Test.Accuracy, "test-accuracy")

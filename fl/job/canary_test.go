@@ -415,14 +415,9 @@ func BenchmarkCanaryDemo(b *testing.B) {
 				for _, k := range []int{1000, 0} {
 					s := demo
 					s.DP.NoiseMultiplier, s.Audit.Canaries = z, k
-					j, err := m.Submit(s)
-					if err != nil {
-						b.Fatal(err)
-					}
-					m.Wait(j.ID)
-					st, err := m.Get(j.ID)
-					if err != nil || st.State != storage.StateCompleted {
-						b.Fatalf("%s: %s %v", st.State, st.Message, err)
+					st := runToEnd(b, m, s)
+					if st.State != storage.StateCompleted {
+						b.Fatalf("%s: %s", st.State, st.Message)
 					}
 					acc := st.LatestTest.Test.Accuracy
 					if k == 0 {
@@ -430,7 +425,7 @@ func BenchmarkCanaryDemo(b *testing.B) {
 						continue
 					}
 					accWith = append(accWith, acc)
-					rep, err := m.Privacy(j.ID)
+					rep, err := m.Privacy(st.ID)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -36,7 +36,7 @@ func small(t *testing.T, edit func(*Spec)) Spec {
 	return s
 }
 
-func runToEnd(t *testing.T, m *Manager, s Spec) Status {
+func runToEnd(t testing.TB, m *Manager, s Spec) Status {
 	t.Helper()
 	j, err := m.Submit(s)
 	if err != nil {
