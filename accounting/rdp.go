@@ -26,22 +26,29 @@ func DefaultOrders() []float64 {
 type RDPAccountant struct {
 	orders []float64
 	rdp    []float64
+	// cached says orders are DefaultOrders, so leaf curves may come from
+	// (and go to) leafCache.
+	cached bool
 }
 
 // NewRDPAccountant returns an empty accountant over orders (nil:
 // DefaultOrders). Every order must be > 1 (panics otherwise: orders are
 // chosen by code, not users).
 func NewRDPAccountant(orders []float64) *RDPAccountant {
-	if orders == nil {
-		orders = DefaultOrders()
+	cached := orders == nil
+	if cached {
+		orders = defaultOrders
 	}
 	for _, a := range orders {
 		if !(a > 1) || math.IsInf(a, 0) {
 			panic(fmt.Sprintf("accounting: RDP order %v not in (1, ∞)", a))
 		}
 	}
-	return &RDPAccountant{orders: append([]float64(nil), orders...), rdp: make([]float64, len(orders))}
+	return &RDPAccountant{orders: append([]float64(nil), orders...), rdp: make([]float64, len(orders)), cached: cached}
 }
+
+// defaultOrders is DefaultOrders, computed once; never modified.
+var defaultOrders = DefaultOrders()
 
 // RDP returns copies of the orders and the accumulated RDP ε(α) at each.
 func (a *RDPAccountant) RDP() (orders, rdp []float64) {
@@ -67,7 +74,10 @@ func (a *RDPAccountant) Compose(e Event, count int) error {
 	return nil
 }
 
-// eventRDP adds scale × RDP(e) at every order into dst.
+// eventRDP adds scale × RDP(e) at every order into dst. The RDP of each
+// leaf mechanism (Gaussian, Poisson- or WOR-sampled Gaussian) comes from
+// leafRDP as a curve over the orders, then is scaled and added, so a
+// cached curve and a fresh one give the same bits.
 func (a *RDPAccountant) eventRDP(dst []float64, e Event, scale float64) error {
 	if scale == 0 {
 		return nil
@@ -78,26 +88,13 @@ func (a *RDPAccountant) eventRDP(dst []float64, e Event, scale float64) error {
 		for i := range dst {
 			dst[i] = math.Inf(1)
 		}
-	case Gaussian:
-		for i, alpha := range a.orders {
-			dst[i] += scale * gaussianRDP(alpha, e.NoiseMultiplier)
+	case Gaussian, PoissonSampled, SampledWithoutReplacement:
+		curve, err := a.leafRDP(e)
+		if err != nil {
+			return err
 		}
-	case PoissonSampled:
-		g, ok := e.Event.(Gaussian)
-		if !ok {
-			return fmt.Errorf("accounting: RDP of PoissonSampledDpEvent over %s is not supported", e.Event.dpEventType())
-		}
-		for i, alpha := range a.orders {
-			dst[i] += scale * poissonGaussianRDP(e.SamplingProbability, g.NoiseMultiplier, alpha)
-		}
-	case SampledWithoutReplacement:
-		g, ok := e.Event.(Gaussian)
-		if !ok {
-			return fmt.Errorf("accounting: RDP of SampledWithoutReplacementDpEvent over %s is not supported", e.Event.dpEventType())
-		}
-		q := float64(e.SampleSize) / float64(e.SourceDatasetSize)
-		for i, alpha := range a.orders {
-			dst[i] += scale * worGaussianRDP(q, g.NoiseMultiplier, alpha)
+		for i := range dst {
+			dst[i] += scale * curve[i]
 		}
 	case SelfComposed:
 		return a.eventRDP(dst, e.Event, scale*float64(e.Count))
@@ -112,6 +109,81 @@ func (a *RDPAccountant) eventRDP(dst []float64, e Event, scale float64) error {
 	}
 	return nil
 }
+
+// leafKind names a leaf mechanism in a leafKey.
+type leafKind uint8
+
+const (
+	leafGaussian leafKind = iota + 1
+	leafPoisson
+	leafWOR
+)
+
+// leafKey identifies the RDP curve of a leaf mechanism: its kind, the
+// sampling rate (q, or sample/source for WOR; 1 for the plain Gaussian)
+// and the noise multiplier z. The curve is a function of exactly these
+// floats and the orders.
+type leafKey struct {
+	kind leafKind
+	p, z float64
+}
+
+// leafRDP returns the RDP curve, at a's orders, of the leaf mechanism e
+// (Gaussian, or a Poisson- or WOR-sampled Gaussian), an error for a
+// sampled event over anything but a Gaussian. Over DefaultOrders the
+// curve is shared through leafCache and must not be modified.
+func (a *RDPAccountant) leafRDP(e Event) ([]float64, error) {
+	var k leafKey
+	switch e := e.(type) {
+	case Gaussian:
+		k = leafKey{leafGaussian, 1, e.NoiseMultiplier}
+	case PoissonSampled:
+		g, ok := e.Event.(Gaussian)
+		if !ok {
+			return nil, fmt.Errorf("accounting: RDP of PoissonSampledDpEvent over %s is not supported", e.Event.dpEventType())
+		}
+		k = leafKey{leafPoisson, e.SamplingProbability, g.NoiseMultiplier}
+	case SampledWithoutReplacement:
+		g, ok := e.Event.(Gaussian)
+		if !ok {
+			return nil, fmt.Errorf("accounting: RDP of SampledWithoutReplacementDpEvent over %s is not supported", e.Event.dpEventType())
+		}
+		k = leafKey{leafWOR, float64(e.SampleSize) / float64(e.SourceDatasetSize), g.NoiseMultiplier}
+	default:
+		return nil, fmt.Errorf("accounting: %T is not a leaf mechanism", e)
+	}
+	if a.cached {
+		if c, ok := leafCache.get(k); ok {
+			return c, nil
+		}
+	}
+	curve := make([]float64, len(a.orders))
+	for i, alpha := range a.orders {
+		switch k.kind {
+		case leafGaussian:
+			curve[i] = gaussianRDP(alpha, k.z)
+		case leafPoisson:
+			curve[i] = poissonGaussianRDP(k.p, k.z, alpha)
+		case leafWOR:
+			curve[i] = worGaussianRDP(k.p, k.z, alpha)
+		}
+	}
+	if a.cached {
+		leafCache.put(k, curve)
+	}
+	return curve, nil
+}
+
+// leafCache holds the RDP curves over DefaultOrders of the leaf mechanisms
+// seen so far, at most leafCacheSize of them (it starts over when full):
+// a poissonGaussianRDP curve costs about 2 ms, and a server accounts the
+// same few mechanisms every round. Safe for concurrent use.
+var leafCache = memo[leafKey, []float64]{max: leafCacheSize}
+
+// leafCacheSize bounds leafCache: a server runs a handful of distinct
+// round events; the bound only stops hostile input (an audited bundle
+// of a million distinct events) from growing it without limit.
+const leafCacheSize = 1024
 
 // Epsilon is the smallest ε over the orders such that the composition is
 // (ε, δ)-DP, by the conversion of Canonne, Kamath, Steinke 2020 (Prop. 12)

@@ -47,6 +47,8 @@ func (r Report) Epsilon() float64 {
 // anything else, or where it cannot certify (δ below its float resolution,
 // an infinite result), it is marked invalid with a note and Best falls
 // back to RDP.
+//
+// Accountant computes the same Report incrementally, round by round.
 func Account(events []Event, delta float64) (Report, error) {
 	rep := Report{Delta: delta, RDP: Estimate{Accountant: "rdp"}, PLD: Estimate{Accountant: "pld"}}
 	if !(delta > 0 && delta < 1) {
@@ -56,6 +58,18 @@ func Account(events []Event, delta float64) (Report, error) {
 	if err := ComposeAll(r, events); err != nil {
 		return rep, err
 	}
+	var w poissonWalk
+	for _, e := range events {
+		w.add(e)
+	}
+	return finish(rep, r, w)
+}
+
+// finish completes rep (δ checked, accountant names set) from the RDP of
+// the events in r and their homogeneity scan w: both estimates, then Best.
+// Account and Accountant share it, so the two give the same Report.
+func finish(rep Report, r *RDPAccountant, w poissonWalk) (Report, error) {
+	delta := rep.Delta
 	eps, order, err := r.Epsilon(delta)
 	if err != nil {
 		return rep, err
@@ -67,17 +81,16 @@ func Account(events []Event, delta float64) (Report, error) {
 		rep.RDP.Epsilon = &eps
 	}
 
-	q, z, steps, ok := homogeneousPoisson(events)
 	switch {
-	case !ok:
+	case w.bad:
 		rep.PLD.Note = "PLD accountant covers only ledgers of one repeated Poisson-sampled Gaussian event, at most 2⁶³−1 times; RDP used"
 	case delta < 1e-12:
 		rep.PLD.Note = "δ below 1e-12 is beyond the PLD accountant's floating-point resolution; RDP used"
-	case steps == 0:
+	case w.n == 0:
 		zero := 0.0
 		rep.PLD.Valid, rep.PLD.Epsilon = true, &zero
 	default:
-		e, err := pld.EpsilonPoissonGaussian(q, z, steps, delta)
+		e, err := pldEpsilon(w.q, w.z, w.n, delta)
 		if err != nil || math.IsInf(e, 0) || math.IsNaN(e) {
 			rep.PLD.Note = fmt.Sprintf("PLD accountant could not certify a finite ε (%v); RDP used", err)
 		} else {
@@ -92,11 +105,71 @@ func Account(events []Event, delta float64) (Report, error) {
 	return rep, nil
 }
 
+// pldKey is the input of one pld.EpsilonPoissonGaussian call.
+type pldKey struct {
+	q, z  float64
+	n     int
+	delta float64
+}
+
+// pldResult is the output of one pld.EpsilonPoissonGaussian call.
+type pldResult struct {
+	eps float64
+	err error
+}
+
+// pldCache holds the latest pld.EpsilonPoissonGaussian results, at most
+// pldCacheSize (it starts over when full). The function is deterministic
+// (no randomness, no concurrency, a fixed FFT), so a cached result is the
+// result, bit for bit: a job's ledger asks for round T+1 to check its
+// budget, then for the same T+1 as its ε; its unit and its privacy report
+// ask again. Safe for concurrent use.
+var pldCache = memo[pldKey, pldResult]{max: pldCacheSize}
+
+// pldCacheSize bounds pldCache. Entries are 48 bytes; 4096 of them cover
+// the current and next round of thousands of concurrent jobs.
+const pldCacheSize = 4096
+
+// pldEpsilon is pld.EpsilonPoissonGaussian(q, z, n, delta) through
+// pldCache.
+func pldEpsilon(q, z float64, n int, delta float64) (float64, error) {
+	k := pldKey{q, z, n, delta}
+	if r, ok := pldCache.get(k); ok {
+		return r.eps, r.err
+	}
+	eps, err := pld.EpsilonPoissonGaussian(q, z, n, delta)
+	pldCache.put(k, pldResult{eps, err})
+	return eps, err
+}
+
 // homogeneousPoisson reports whether events (with SelfComposed and
 // Composed flattened, NoOps dropped) are n copies of one
 // PoissonSampled(q, Gaussian(z)), n ≤ math.MaxInt: a count that
 // overflows int is not ok.
 func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
+	var w poissonWalk
+	for _, e := range events {
+		if w.add(e); w.bad {
+			return 0, 0, 0, false
+		}
+	}
+	return w.q, w.z, w.n, true
+}
+
+// poissonWalk is homogeneousPoisson's scan, one event at a time: after
+// add(e₁), …, add(eₖ) it holds what homogeneousPoisson(e₁, …, eₖ) returns
+// (bad for not ok).
+type poissonWalk struct {
+	q, z float64
+	n    int
+	bad  bool
+}
+
+// add scans one more event.
+func (w *poissonWalk) add(e Event) {
+	if w.bad {
+		return
+	}
 	var walk func(e Event, times int) bool
 	walk = func(e Event, times int) bool {
 		switch e := e.(type) {
@@ -123,24 +196,19 @@ func homogeneousPoisson(events []Event) (q, z float64, n int, ok bool) {
 			if !isG {
 				return false
 			}
-			if n > 0 && (e.SamplingProbability != q || g.NoiseMultiplier != z) {
+			if w.n > 0 && (e.SamplingProbability != w.q || g.NoiseMultiplier != w.z) {
 				return false
 			}
-			if n > math.MaxInt-times { // the total would overflow
+			if w.n > math.MaxInt-times { // the total would overflow
 				return false
 			}
-			q, z = e.SamplingProbability, g.NoiseMultiplier
-			n += times
+			w.q, w.z = e.SamplingProbability, g.NoiseMultiplier
+			w.n += times
 			return true
 		}
 		return false
 	}
-	for _, e := range events {
-		if !walk(e, 1) {
-			return 0, 0, 0, false
-		}
-	}
-	return q, z, n, true
+	w.bad = !walk(e, 1)
 }
 
 // ComposeAll composes events into a, computing the RDP of each distinct

@@ -10,7 +10,8 @@ import (
 )
 
 // ledgerState tracks a DP job's privacy spend: the events of its stored
-// ledger and the accounting report over them.
+// ledger, composed into an accountant, and the accounting report over
+// them.
 type ledgerState struct {
 	db    *storage.DB
 	jobID string
@@ -18,10 +19,14 @@ type ledgerState struct {
 	raw   []byte
 	// unit is the privacy unit the job is charged to ("" for none),
 	// named in each charge's transparency log leaf.
-	unit   string
-	delta  float64
-	events []accounting.Event
-	// current is the report over events; next adds one more round.
+	unit  string
+	delta float64
+	// acc holds the ledger's events: rebuilt from the stored ledger at
+	// open, then one Compose per appended round, so a round's accounting
+	// does not re-read or re-group the whole ledger. Its reports are
+	// accounting.Account's over the same events, bit for bit.
+	acc *accounting.Accountant
+	// current is the report over the ledger; next adds one more round.
 	current, next accounting.Report
 }
 
@@ -39,10 +44,17 @@ func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
 	// The job's ε (and its budget check) is at the δ its privacy report
 	// uses: δ less what secure aggregation's aborts cost.
 	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.PrivacyUnit, delta: spec.DP.AccountingDelta()}
-	if l.events, err = ledgerEvents(m.db, jobID); err != nil {
+	events, err := ledgerEvents(m.db, jobID)
+	if err != nil {
 		return nil, err
 	}
-	if l.current, err = accounting.Account(l.events, l.delta); err != nil {
+	l.acc = accounting.NewAccountant()
+	for _, e := range events {
+		if err := l.acc.Compose(e, 1); err != nil {
+			return nil, err
+		}
+	}
+	if l.current, err = l.acc.Epsilon(l.delta); err != nil {
 		return nil, err
 	}
 	return l, l.project()
@@ -157,7 +169,7 @@ func (m *Manager) VerifyLedgers() error {
 
 // project computes the report with one more round recorded.
 func (l *ledgerState) project() (err error) {
-	l.next, err = accounting.Account(append(l.events[:len(l.events):len(l.events)], l.event), l.delta)
+	l.next, err = l.acc.EpsilonWith(l.event, 1, l.delta)
 	return err
 }
 
@@ -168,7 +180,9 @@ func (l *ledgerState) append(round int) error {
 	if _, err := l.db.AppendCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit); err != nil {
 		return err
 	}
-	l.events = append(l.events, l.event)
+	if err := l.acc.Compose(l.event, 1); err != nil {
+		return err
+	}
 	l.current = l.next
 	return l.project()
 }

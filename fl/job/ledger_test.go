@@ -124,6 +124,32 @@ func TestInterruptedRoundsLeaveOneEventEach(t *testing.T) {
 	if err != nil || *rep.Epsilon != full.Epsilon() {
 		t.Fatalf("ε %v, want the ε of all 9 events %v (%v)", *rep.Epsilon, full.Epsilon(), err)
 	}
+	// Each resumed round's ε is Account over the events charged by then
+	// (the accountant rebuilt from the six stored events, then one per
+	// round): rounds 3, 4 and 5 see 7, 8 and 9 events.
+	met, err := m.Metrics(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, mr := range met {
+		if mr.Round < 3 {
+			continue
+		}
+		seen++
+		n := mr.Round + 4
+		r, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(spec), Count: n}}, spec.DP.AccountingDelta())
+		if err != nil || mr.Epsilon == nil || *mr.Epsilon != r.Epsilon() || mr.Accountant != r.Best.Accountant {
+			got := "none"
+			if mr.Epsilon != nil {
+				got = fmt.Sprint(*mr.Epsilon)
+			}
+			t.Fatalf("round %d: ε %s by %q, want Account over %d events: %v by %q (%v)", mr.Round, got, mr.Accountant, n, r.Epsilon(), r.Best.Accountant, err)
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("metrics of %d resumed rounds, want 3", seen)
+	}
 	if err := m.VerifyLedgers(); err != nil {
 		t.Fatal(err)
 	}

@@ -113,15 +113,19 @@ func (m *Manager) Unit(name string) (UnitReport, error) {
 		rep.Note = mixedNote(name, pos)
 	}
 	if len(pos.spent) > 0 {
-		acc, err := accounting.Account(pos.spent, u.Delta)
+		acc, err := pos.acc.Epsilon(u.Delta)
 		if err != nil {
 			return rep, err
 		}
 		rep.Accounting, rep.Epsilon, rep.Accountant = &acc, acc.Best.Epsilon, acc.Best.Accountant
 		rep.Remaining = u.EpsilonBudget - acc.Epsilon()
 	}
-	if committed := pos.committed(); len(committed) > 0 {
-		acc, err := accounting.Account(committed, u.Delta)
+	if len(pos.spent)+len(pos.reserved) > 0 {
+		ca, err := pos.committedAccountant()
+		if err != nil {
+			return rep, err
+		}
+		acc, err := ca.Epsilon(u.Delta)
 		if err != nil {
 			return rep, err
 		}
@@ -136,6 +140,10 @@ func (m *Manager) Unit(name string) (UnitReport, error) {
 // extended by charge (the only writer of those ledgers).
 type unitCache struct {
 	events []accounting.Event
+	// acc has composed events, in order: its reports are
+	// accounting.Account(events, ·)'s, at a cost per charge that does not
+	// grow with the unit's ledgers.
+	acc *accounting.Accountant
 	// count is the number of events of each job in events.
 	count map[string]int
 }
@@ -154,8 +162,9 @@ type position struct {
 	// stored are the unit's DP jobs, oldest first; jobs their IDs.
 	stored []unitJob
 	jobs   []string
-	// spent is every event of their ledgers.
+	// spent is every event of their ledgers; acc has composed them.
 	spent []accounting.Event
+	acc   *accounting.Accountant
 	// reserved holds, per job that has not ended, SelfComposed(round
 	// event, rounds it has yet to run).
 	reserved       []accounting.Event
@@ -169,9 +178,17 @@ type position struct {
 	extra int
 }
 
-// committed is the event list of the position: spent, then reserved.
-func (p position) committed() []accounting.Event {
-	return append(p.spent[:len(p.spent):len(p.spent)], p.reserved...)
+// committedAccountant returns a new accountant holding the position's
+// committed events: spent, then reserved (a clone of acc with the
+// reserved events composed after them).
+func (p position) committedAccountant() (*accounting.Accountant, error) {
+	a := p.acc.Clone()
+	for _, e := range p.reserved {
+		if err := a.Compose(e, 1); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // unitPosition computes unit name's position. m.unitMu must be held.
@@ -196,7 +213,9 @@ func (m *Manager) unitPosition(name string) (position, error) {
 	if err != nil {
 		return position{}, err
 	}
-	p := position{unit: u, stored: jobs, jobs: []string{}, spent: c.events}
+	// A clone, not the cache's accountant: Unit reads the position after
+	// releasing m.unitMu, while charge composes into the cache's.
+	p := position{unit: u, stored: jobs, jobs: []string{}, spent: c.events, acc: c.acc.Clone()}
 	for _, uj := range jobs {
 		j, s := uj.job, uj.spec
 		p.jobs = append(p.jobs, j.ID)
@@ -225,11 +244,16 @@ func (m *Manager) unitCache(name string, jobs []unitJob) (*unitCache, error) {
 	if c, ok := m.units[name]; ok {
 		return c, nil
 	}
-	c := &unitCache{count: map[string]int{}}
+	c := &unitCache{acc: accounting.NewAccountant(), count: map[string]int{}}
 	for _, uj := range jobs {
 		ev, err := ledgerEvents(m.db, uj.job.ID)
 		if err != nil {
 			return nil, fmt.Errorf("privacy unit %q: %w", name, err)
+		}
+		for _, e := range ev {
+			if err := c.acc.Compose(e, 1); err != nil {
+				return nil, fmt.Errorf("privacy unit %q: job %s: %w", name, uj.job.ID, err)
+			}
 		}
 		c.events = append(c.events, ev...)
 		c.count[uj.job.ID] = len(ev)
@@ -312,17 +336,29 @@ func (m *Manager) admitToUnit(spec Spec, store func() error) error {
 			name, pos.adjacency, adj, adjacencyOf(spec))}
 	}
 	ev := roundEvent(spec)
-	committed := pos.committed()
-	before, err := epsilonOf(committed, u.Delta)
+	ca, err := pos.committedAccountant()
 	if err != nil {
 		return err
 	}
-	after, err := epsilonOf(append(committed, accounting.SelfComposed{Event: ev, Count: spec.Rounds}), u.Delta)
+	r, err := ca.EpsilonWith(accounting.SelfComposed{Event: ev, Count: spec.Rounds}, 1, u.Delta)
 	if err != nil {
 		return err
 	}
-	if after > u.EpsilonBudget {
-		spent, err := epsilonOf(pos.spent, u.Delta)
+	if after := r.Epsilon(); after > u.EpsilonBudget {
+		// For the message: ε of the committed and of the spent events
+		// (0 for none).
+		epsOf := func(a *accounting.Accountant, events int) (float64, error) {
+			if events == 0 {
+				return 0, nil
+			}
+			r, err := a.Epsilon(u.Delta)
+			return r.Epsilon(), err
+		}
+		before, err := epsOf(ca, len(pos.spent)+len(pos.reserved))
+		if err != nil {
+			return err
+		}
+		spent, err := epsOf(pos.acc, len(pos.spent))
 		if err != nil {
 			return err
 		}
@@ -330,15 +366,6 @@ func (m *Manager) admitToUnit(spec Spec, store func() error) error {
 			ErrBudget, name, u.EpsilonBudget, u.Delta, spent, len(pos.spent), pos.running, pos.reservedRounds, before, u.EpsilonBudget-before, spec.Rounds, after)
 	}
 	return store()
-}
-
-// epsilonOf is ε at delta over events (0 for none).
-func epsilonOf(events []accounting.Event, delta float64) (float64, error) {
-	if len(events) == 0 {
-		return 0, nil
-	}
-	r, err := accounting.Account(events, delta)
-	return r.Epsilon(), err
 }
 
 // adjacencyOf says which part of spec sets its adjacency.
@@ -391,15 +418,26 @@ func (m *Manager) charge(l *ledgerState, spec Spec, r int) (stop string, err err
 			return "", err
 		}
 	}
-	rep, err := accounting.Account(append(c.events[:len(c.events):len(c.events)], l.event), u.Delta)
+	// The round fits if ε over the unit's events and this one stays
+	// within ε_max; FitsWith settles that by RDP alone while the budget
+	// is far from spent, sparing a PLD computation per charge.
+	fits, err := c.acc.FitsWith(l.event, 1, u.Delta, u.EpsilonBudget)
 	if err != nil {
 		return "", err
 	}
-	if rep.Epsilon() > u.EpsilonBudget {
+	if !fits {
+		rep, err := c.acc.EpsilonWith(l.event, 1, u.Delta)
+		if err != nil {
+			return "", err
+		}
 		return fmt.Sprintf("round %d would raise privacy unit %q to ε = %.4g at δ=%g, past its budget ε_max=%g; %d rounds completed",
 			r, name, rep.Epsilon(), u.Delta, u.EpsilonBudget, r-1), nil
 	}
 	if err := l.append(r); err != nil {
+		return "", err
+	}
+	if err := c.acc.Compose(l.event, 1); err != nil {
+		delete(m.units, name) // the charge is stored: reload the unit from the store
 		return "", err
 	}
 	c.events = append(c.events, l.event)
