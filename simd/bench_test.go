@@ -6,9 +6,11 @@ import (
 	"testing"
 )
 
-// benchSizes are the two models' parameter counts: logreg 784·10+10 and
-// the 784-200-200-10 MLP.
-var benchSizes = []int{7850, 199210}
+// benchSizes are a row of the MLP's hidden layers (the bias and ReLU
+// calls of the forward and backward passes, where a call's fixed costs
+// show) and the two models' parameter counts: logreg 784·10+10 and the
+// 784-200-200-10 MLP.
+var benchSizes = []int{200, 7850, 199210}
 
 func benchVecs(n int) (x, y []float32) {
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -74,29 +76,16 @@ func BenchmarkClipToNorm(b *testing.B) {
 
 // BenchmarkGemm covers the products of the MLP (784-200-200-10) at batch
 // 20 with its out×in weight layout: forward X·Wᵀ (NT), weight gradient
-// dZᵀ·X (TN) and input gradient dZ·W (NN), for the 784→200 and 200→200
-// layers, and the 784→200 layer at batch 32 and 64. MB/s here is MFLOP/s
-// (2mnk per call); BenchmarkFMAPeak (simd build) gives the core's peak.
+// dZᵀ·X (TN) and input gradient dZ·W (NN), for the 784→200, 200→200 and
+// 200→10 layers, the 784→200 layer at batch 32 and 64, and those of the
+// EMNIST CNN (fl/model/cnn.go: conv 3×3 with 32 and 64 filters on 28×28
+// input, im2col over the batch, dense 9216→128→10) at batch 20: forward
+// col·Wᵀ (NT), weight gradient δᵀ·col (TN) and input gradient δ·W (NN).
+// MB/s here is MFLOP/s (2mnk per call), also reported as GFLOP/s;
+// BenchmarkFMAPeak and BenchmarkFMAPeakAVX2 (simd build) give the core's
+// peak. The kernels are those Path reports (DPFL_SIMD selects).
 func BenchmarkGemm(b *testing.B) {
-	for _, s := range []struct {
-		name    string
-		tA, tB  bool
-		m, n, k int
-	}{
-		{"fwd_NT_20x200x784", false, true, 20, 200, 784},
-		{"dW_TN_200x784x20", true, false, 200, 784, 20},
-		{"dX_NN_20x784x200", false, false, 20, 784, 200},
-		{"fwd_NT_20x200x200", false, true, 20, 200, 200},
-		{"dW_TN_200x200x20", true, false, 200, 200, 20},
-		{"dX_NN_20x200x200", false, false, 20, 200, 200},
-		// Batch 32 and 64, the "batch ≥ 32" efficiency target.
-		{"fwd_NT_32x200x784", false, true, 32, 200, 784},
-		{"dW_TN_200x784x32", true, false, 200, 784, 32},
-		{"dX_NN_32x784x200", false, false, 32, 784, 200},
-		{"fwd_NT_64x200x784", false, true, 64, 200, 784},
-		{"dW_TN_200x784x64", true, false, 200, 784, 64},
-		{"dX_NN_64x784x200", false, false, 64, 784, 200},
-	} {
+	for _, s := range gemmBenchShapes {
 		b.Run(s.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(2, 2))
 			a, bb, c := randVec(rng, s.m*s.k), randVec(rng, s.k*s.n), make([]float32, s.m*s.n)
@@ -107,11 +96,48 @@ func BenchmarkGemm(b *testing.B) {
 			if s.tB {
 				ldb = s.k
 			}
-			b.SetBytes(int64(2 * s.m * s.n * s.k))
+			flop := 2 * s.m * s.n * s.k
+			b.SetBytes(int64(flop))
 			b.ReportAllocs()
 			for b.Loop() {
 				Gemm(s.tA, s.tB, s.m, s.n, s.k, 1, a, lda, bb, ldb, 0, c, s.n)
 			}
+			b.ReportMetric(float64(flop)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
+}
+
+var gemmBenchShapes = []struct {
+	name    string
+	tA, tB  bool
+	m, n, k int
+}{
+	{"fwd_NT_20x200x784", false, true, 20, 200, 784},
+	{"dW_TN_200x784x20", true, false, 200, 784, 20},
+	{"dX_NN_20x784x200", false, false, 20, 784, 200},
+	{"fwd_NT_20x200x200", false, true, 20, 200, 200},
+	{"dW_TN_200x200x20", true, false, 200, 200, 20},
+	{"dX_NN_20x200x200", false, false, 20, 200, 200},
+	{"fwd_NT_20x10x200", false, true, 20, 10, 200},
+	{"dW_TN_10x200x20", true, false, 10, 200, 20},
+	{"dX_NN_20x200x10", false, false, 20, 200, 10},
+	// Batch 32 and 64, the "batch ≥ 32" efficiency target.
+	{"fwd_NT_32x200x784", false, true, 32, 200, 784},
+	{"dW_TN_200x784x32", true, false, 200, 784, 32},
+	{"dX_NN_32x784x200", false, false, 32, 784, 200},
+	{"fwd_NT_64x200x784", false, true, 64, 200, 784},
+	{"dW_TN_200x784x64", true, false, 200, 784, 64},
+	{"dX_NN_64x784x200", false, false, 64, 784, 200},
+	// The CNN at batch 20: 20·26² and 20·24² im2col rows.
+	{"cnn_conv1_NT_13520x32x9", false, true, 13520, 32, 9},
+	{"cnn_conv1_dW_TN_32x9x13520", true, false, 32, 9, 13520},
+	{"cnn_conv2_NT_11520x64x288", false, true, 11520, 64, 288},
+	{"cnn_conv2_dW_TN_64x288x11520", true, false, 64, 288, 11520},
+	{"cnn_conv2_dX_NN_11520x288x64", false, false, 11520, 288, 64},
+	{"cnn_fc1_NT_20x128x9216", false, true, 20, 128, 9216},
+	{"cnn_fc1_dW_TN_128x9216x20", true, false, 128, 9216, 20},
+	{"cnn_fc1_dX_NN_20x9216x128", false, false, 20, 9216, 128},
+	{"cnn_fc2_NT_20x10x128", false, true, 20, 10, 128},
+	{"cnn_fc2_dW_TN_10x128x20", true, false, 10, 128, 20},
+	{"cnn_fc2_dX_NN_20x128x10", false, false, 20, 128, 10},
 }

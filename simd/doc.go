@@ -13,17 +13,37 @@
 // build constraints: kernels_generic.go (!(goexperiment.simd && amd64))
 // forwards to the portable loops of generic.go (axpyGeneric, …) and to
 // gemmGonum; kernels_amd64_simd.go (goexperiment.simd && amd64) dispatches
-// at run time on hasAVX512 (archsimd.X86.AVX512()) and hasAVX2 to the
-// archsimd kernels of vec_amd64_simd.go, gemm_amd64_simd.go and
-// vec_avx2_amd64_simd.go, falling back to the same generic loops and gonum
-// otherwise. So `go build` and `go test` work
-// with and without GOEXPERIMENT=simd, and the simd build is the fast one
-// (README, "Performance and the SIMD build"). Element-wise kernels are
-// bit-identical on every path; reductions and Gemm stay within the error
-// bounds their doc comments state. equiv_test.go checks both, and
-// forEachPath re-runs tests with AVX-512 and then AVX2 switched off. CPUs
-// with AVX2 and FMA but no AVX-512 get 256-bit level-1 and mask kernels
-// (vec_avx2_amd64_simd.go) and gonum's Gemm.
+// at run time on hasAVX512 and hasAVX2 to the archsimd kernels: AVX-512 in
+// vec_amd64_simd.go and gemm_amd64_simd.go, AVX2 + FMA (256-bit, for CPUs
+// without AVX-512) in vec_avx2_amd64_simd.go and gemm_avx2_amd64_simd.go,
+// falling back to the same generic loops and gonum otherwise. So
+// `go build` and `go test` work with and without GOEXPERIMENT=simd, and
+// the simd build is the fast one (README, "Performance and the SIMD
+// build"). Element-wise kernels are bit-identical on every path;
+// reductions and Gemm stay within the error bounds their doc comments
+// state.
+//
+// Choosing a path: by default the fastest the CPU supports (Path reports
+// it). The environment variable DPFL_SIMD, read once when the package is
+// initialised, forces one: "avx512", "avx2" or "generic" ("auto" or unset:
+// the default). A path the CPU or the build lacks falls back to the next
+// slower one that is available (avx512 → avx2 → generic) with a one-line
+// warning on standard error at start-up, as does an unknown value; so any
+// machine can measure the AVX2 or the generic path (DPFL_SIMD=generic
+// go test -bench Gemm ./simd).
+//
+// Testing: equiv_test.go, gemm_test.go and clip_test.go check every kernel
+// against the generic loops and float64 references through forEachPath
+// (path_test.go), which runs the test once
+// per path the CPU and build have, whatever DPFL_SIMD says: on an AVX-512
+// machine avx512, avx2 and generic, on an AVX2 one avx2 and generic. One
+// `go test` (and one `GOEXPERIMENT=simd go test`) thus covers every path
+// the machine can run, and CI needs no extra invocation.
+//
+// The AVX2 kernels end with VZEROUPPER (avx2Exit): Go's scalar float code
+// is legacy SSE, and on the Zen 3 machine they were tuned on the first SSE
+// instruction after 256-bit code cost ≈125 ns without it
+// (BenchmarkAVXTransition), more than Add of 200 floats takes.
 //
 // The portable loops advance slices rather than index them (the compiler
 // then proves the unrolled accesses in range and drops bounds checks) and

@@ -48,7 +48,8 @@ func TestGemmMatchesReference(t *testing.T) {
 
 func testGemmMatchesReference(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	// Every remainder of the 4-row, 32- and 16-column and 16-deep blocks.
+	// Every remainder of the 4-row, 32- and 16-column and 16-deep blocks
+	// (AVX-512) and of the 5-row, 16-column and 8-deep ones (AVX2).
 	dims := []int{0, 1, 2, 3, 4, 5, 7, 10, 15, 16, 17, 20, 31, 32, 33, 47, 63, 64, 65, 193, 200}
 	trial := 0
 	for _, tA := range []bool{false, true} {
@@ -59,50 +60,85 @@ func testGemmMatchesReference(t *testing.T) {
 				if trial%7 == 0 { // cross both tile edges (64 rows, 192 columns)
 					m, n = 130, 400
 				}
-				pad := rng.IntN(3) // leading dimensions larger than the rows
-				rowsA, colsA := m, k
-				if tA {
-					rowsA, colsA = k, m
-				}
-				rowsB, colsB := k, n
-				if tB {
-					rowsB, colsB = n, k
-				}
-				lda, ldb, ldc := max(1, colsA+pad), max(1, colsB+pad), max(1, n+pad)
-				// Unaligned subslices: offsets 0–3 floats into fresh
-				// allocations.
-				a := randVec(rng, max(0, rowsA*lda)+3)[rng.IntN(4):]
-				b := randVec(rng, max(0, rowsB*ldb)+3)[rng.IntN(4):]
-				c := randVec(rng, max(0, m*ldc)+3)[rng.IntN(4):]
-				a, b = a[:max(0, rowsA*lda)], b[:max(0, rowsB*ldb)]
-				c = c[:max(0, m*ldc)]
 				alpha := []float32{1, -0.5, 2.25, 0}[rng.IntN(4)]
 				beta := []float32{0, 1, -0.75}[rng.IntN(3)]
-				if beta == 0 {
-					for i := range c {
-						c[i] = float32(math.NaN()) // must not be read
+				checkGemm(t, rng, tA, tB, m, n, k, rng.IntN(3), alpha, beta)
+			}
+		}
+	}
+}
+
+// TestGemmBlocking covers the blocking of the AVX2 kernel (gemmAVX2): C
+// of at most 20 rows with B read in place (k blocks of at most 96, a last
+// strip of fewer than 16 columns), all of op(B) packed at once (k·n up to
+// 96·1024) and packed in blocks of 96×1024 (more columns than 1024 and a
+// k too large to pack at once), for every alpha/beta store mode, on every
+// path.
+func TestGemmBlocking(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(23, 24))
+		for _, s := range []struct{ m, n, k int }{
+			{20, 200, 784}, {19, 17, 97}, {20, 15, 193}, {1, 1, 1}, {6, 1, 300},
+			{21, 200, 96}, {64, 288, 291}, {37, 9, 200}, {3, 1030, 95},
+			{31, 1041, 97}, {23, 2100, 50}, {11, 130, 1000}, {7, 48, 4000},
+		} {
+			for _, tA := range []bool{false, true} {
+				for _, tB := range []bool{false, true} {
+					if tA && tB {
+						continue
+					}
+					for _, ab := range [][2]float32{{1, 0}, {-0.5, 1}, {2.25, -0.75}} {
+						checkGemm(t, rng, tA, tB, s.m, s.n, s.k, rng.IntN(3), ab[0], ab[1])
 					}
 				}
-				want, abs := refGemm(tA, tB, m, n, k, float64(alpha), a, lda, b, ldb, float64(beta), c, ldc)
-				orig := append([]float32(nil), c...)
-				Gemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-				name := fmt.Sprintf("tA=%v tB=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%v beta=%v", tA, tB, m, n, k, lda, ldb, ldc, alpha, beta)
-				for i := range m {
-					for j := range ldc {
-						got := c[i*ldc+j]
-						if j >= n { // padding must be untouched
-							if math.Float32bits(got) != math.Float32bits(orig[i*ldc+j]) {
-								t.Fatalf("%s: padding C[%d,%d] changed", name, i, j)
-							}
-							continue
-						}
-						w, e := want[i*n+j], abs[i*n+j]
-						tol := gamma(k+3)*e + 1e-30
-						if !(math.Abs(float64(got)-w) <= tol) {
-							t.Fatalf("%s: C[%d,%d] = %v want %v (tol %g)", name, i, j, got, w, tol)
-						}
-					}
+			}
+		}
+	})
+}
+
+// checkGemm runs Gemm on random matrices of the given shape, stored with
+// pad extra elements per row and at offsets 0–3 floats into their
+// allocations, and checks every element of C against refGemm within
+// γ_{k+3}·Σ|terms| and the padding of C for changes.
+func checkGemm(t *testing.T, rng *rand.Rand, tA, tB bool, m, n, k, pad int, alpha, beta float32) {
+	t.Helper()
+	rowsA, colsA := m, k
+	if tA {
+		rowsA, colsA = k, m
+	}
+	rowsB, colsB := k, n
+	if tB {
+		rowsB, colsB = n, k
+	}
+	lda, ldb, ldc := max(1, colsA+pad), max(1, colsB+pad), max(1, n+pad)
+	// Unaligned subslices: offsets 0–3 floats into fresh allocations.
+	a := randVec(rng, max(0, rowsA*lda)+3)[rng.IntN(4):]
+	b := randVec(rng, max(0, rowsB*ldb)+3)[rng.IntN(4):]
+	c := randVec(rng, max(0, m*ldc)+3)[rng.IntN(4):]
+	a, b = a[:max(0, rowsA*lda)], b[:max(0, rowsB*ldb)]
+	c = c[:max(0, m*ldc)]
+	if beta == 0 {
+		for i := range c {
+			c[i] = float32(math.NaN()) // must not be read
+		}
+	}
+	want, abs := refGemm(tA, tB, m, n, k, float64(alpha), a, lda, b, ldb, float64(beta), c, ldc)
+	orig := append([]float32(nil), c...)
+	Gemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	name := fmt.Sprintf("%s: tA=%v tB=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%v beta=%v", Path(), tA, tB, m, n, k, lda, ldb, ldc, alpha, beta)
+	for i := range m {
+		for j := range ldc {
+			got := c[i*ldc+j]
+			if j >= n { // padding must be untouched
+				if math.Float32bits(got) != math.Float32bits(orig[i*ldc+j]) {
+					t.Fatalf("%s: padding C[%d,%d] changed", name, i, j)
 				}
+				continue
+			}
+			w, e := want[i*n+j], abs[i*n+j]
+			tol := gamma(k+3)*e + 1e-30
+			if !(math.Abs(float64(got)-w) <= tol) {
+				t.Fatalf("%s: C[%d,%d] = %v want %v (tol %g)", name, i, j, got, w, tol)
 			}
 		}
 	}

@@ -6,18 +6,22 @@ import "simd/archsimd"
 
 // Dispatch for GOEXPERIMENT=simd on amd64: the AVX-512 kernels of
 // vec_amd64_simd.go and gemm_amd64_simd.go where the CPU has AVX-512, the
-// AVX2 kernels of vec_avx2_amd64_simd.go (level 1 only) where it has AVX2
-// and FMA, otherwise the generic loops and gonum (as in
-// kernels_generic.go).
+// AVX2 + FMA kernels of vec_avx2_amd64_simd.go and gemm_avx2_amd64_simd.go
+// where it has AVX2 and FMA, otherwise the generic loops and gonum (as in
+// kernels_generic.go). DPFL_SIMD can force a slower path (choosePath).
 
-// hasAVX512 selects the AVX-512 kernels (AVX-512F and the VL/BW/DQ
-// extensions archsimd's 512-bit operations use); tests switch it off to
-// exercise the fallbacks on an AVX-512 machine.
-var hasAVX512 = archsimd.X86.AVX512()
+// cpuAVX512 and cpuAVX2 say which kernels this CPU can run: AVX-512F and
+// the VL/BW/DQ extensions archsimd's 512-bit operations use, and AVX2 with
+// FMA.
+var (
+	cpuAVX512 = archsimd.X86.AVX512()
+	cpuAVX2   = archsimd.X86.AVX2() && archsimd.X86.FMA()
+)
 
-// hasAVX2 selects the 256-bit kernels of vec_avx2_amd64_simd.go where
-// AVX-512 is missing (Gemm then uses gonum).
-var hasAVX2 = archsimd.X86.AVX2() && archsimd.X86.FMA()
+// hasAVX512 and hasAVX2 select the kernels: the CPU's best unless
+// DPFL_SIMD says otherwise. hasAVX2 matters only where hasAVX512 is false.
+// Tests set them to run every path the CPU has (forEachPath).
+var hasAVX512, hasAVX2 = choosePath(cpuAVX512, cpuAVX2)
 
 func axpy(dst []float32, alpha float32, x []float32) {
 	if hasAVX512 {
@@ -115,6 +119,9 @@ func reluMask(d, a []float32) {
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if hasAVX512 {
 		gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	} else if hasAVX2 {
+		gemmAVX2(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

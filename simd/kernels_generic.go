@@ -20,7 +20,9 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// hasAVX512 and hasAVX2 are false here; the simd build sets it from the CPU. Tests use
-// forEachPath to run with the fast kernels (where there are any) and
-// without.
-var hasAVX512, hasAVX2 = false, false
+// No SIMD kernels in this build: cpuAVX512 and cpuAVX2 are false, and
+// choosePath only warns if DPFL_SIMD asks for avx512 or avx2. Tests use
+// forEachPath, which here runs the generic path alone.
+const cpuAVX512, cpuAVX2 = false, false
+
+var hasAVX512, hasAVX2 = choosePath(cpuAVX512, cpuAVX2)

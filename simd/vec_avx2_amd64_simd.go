@@ -7,8 +7,15 @@ import "simd/archsimd"
 // AVX2 (256-bit) versions of the level-1 kernels, for CPUs with AVX2 and
 // FMA but not AVX-512. Same operations and tails as vec_amd64_simd.go, so
 // element-wise kernels are bit-identical to the generic loops and the
-// reductions stay within Dot's and Norm2's bounds. Gemm has no AVX2
-// kernel: it uses gonum there.
+// reductions stay within Dot's and Norm2's bounds. Gemm's AVX2 kernel is
+// in gemm_avx2_amd64_simd.go.
+//
+// Every kernel calls avx2Exit (VZEROUPPER) after its last 256-bit
+// instruction, before the scalar tail and before returning: Go's scalar
+// float code is legacy SSE, and the first SSE instruction after 256-bit
+// code without it cost ≈125 ns on the Zen 3 machine this was measured on
+// (BenchmarkAVXTransition), which made Add on 200 floats 1.7× slower than
+// the generic loop.
 
 func axpyAVX2(dst []float32, alpha float32, x []float32) {
 	x = x[:len(dst)]
@@ -22,6 +29,7 @@ func axpyAVX2(dst []float32, alpha float32, x []float32) {
 		x1.Mul(va).Add(d1).Store((*[8]float32)(dst[8:16]))
 		dst, x = dst[16:], x[16:]
 	}
+	avx2Exit()
 	axpyGeneric(dst, alpha, x)
 }
 
@@ -34,6 +42,7 @@ func addAVX2(dst, x []float32) {
 		d1.Add(archsimd.LoadFloat32x8((*[8]float32)(x[8:16]))).Store((*[8]float32)(dst[8:16]))
 		dst, x = dst[16:], x[16:]
 	}
+	avx2Exit()
 	addGeneric(dst, x)
 }
 
@@ -43,6 +52,7 @@ func subAVX2(dst, x, y []float32) {
 		archsimd.LoadFloat32x8((*[8]float32)(x[0:8])).Sub(archsimd.LoadFloat32x8((*[8]float32)(y[0:8]))).Store((*[8]float32)(dst[0:8]))
 		dst, x, y = dst[8:], x[8:], y[8:]
 	}
+	avx2Exit()
 	subGeneric(dst, x, y)
 }
 
@@ -55,6 +65,7 @@ func scaleAVX2(dst []float32, alpha float32) {
 		d1.Mul(va).Store((*[8]float32)(dst[8:16]))
 		dst = dst[16:]
 	}
+	avx2Exit()
 	scaleGeneric(dst, alpha)
 }
 
@@ -80,6 +91,7 @@ func dotAVX2(x, y []float32) float32 {
 	q := v.GetLo().Add(v.GetHi())
 	var t [4]float32
 	q.Store(&t)
+	avx2Exit()
 	return (t[0] + t[2]) + (t[1] + t[3])
 }
 
@@ -100,6 +112,7 @@ func sumSquaresAVX2(x []float32) float64 {
 	}
 	var t [4]float64
 	s0.Add(s1).Add(s2.Add(s3)).Store(&t)
+	avx2Exit()
 	return (t[0] + t[2]) + (t[1] + t[3]) + sumSquaresGeneric(x)
 }
 
@@ -112,6 +125,7 @@ func allFiniteAVX2(x []float32) bool {
 	}
 	var t [8]float32
 	s0.Add(s1).Store(&t)
+	avx2Exit()
 	return ((t[0]+t[1])+(t[2]+t[3]))+((t[4]+t[5])+(t[6]+t[7])) == 0 && allFiniteGeneric(x)
 }
 
@@ -122,6 +136,7 @@ func reluAVX2(v []float32) {
 		zero.Merge(x, x.Less(zero)).Store((*[8]float32)(v[0:8]))
 		v = v[8:]
 	}
+	avx2Exit()
 	reluGeneric(v)
 }
 
@@ -133,5 +148,6 @@ func reluMaskAVX2(d, a []float32) {
 		archsimd.LoadFloat32x8((*[8]float32)(d[0:8])).Masked(m).Store((*[8]float32)(d[0:8]))
 		d, a = d[8:], a[8:]
 	}
+	avx2Exit()
 	reluMaskGeneric(d, a)
 }
