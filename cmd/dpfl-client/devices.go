@@ -16,16 +16,20 @@ func devices(ctx context.Context, c *command, args []string, out io.Writer) erro
 	if len(args) == 0 || (args[0] != "enroll" && args[0] != "list") {
 		return fmt.Errorf("devices: want 'devices enroll JOB' or 'devices list JOB'")
 	}
-	if args[0] == "enroll" {
-		asJSON := c.fs.Bool("json", false, "print {job_id, device_id, credential, enrolled_at} as JSON")
-		id, err := c.jobArg(args[1:])
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
+	enroll := args[0] == "enroll"
+	var asJSON *bool
+	if enroll { // the flag exists for enroll only
+		asJSON = c.fs.Bool("json", false, "print {job_id, device_id, credential, enrolled_at} as JSON")
+	}
+	id, err := c.jobArg(args[1:])
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	if enroll {
 		en, err := cl.EnrollDevice(ctx, id)
 		if err != nil {
 			return err
@@ -37,14 +41,6 @@ func devices(ctx context.Context, c *command, args []string, out io.Writer) erro
 		fmt.Fprintf(out, "credential: %s\n", en.Credential)
 		fmt.Fprintf(out, "(shown once: the server keeps only its hash. On the device: dpfl-client participate %s --credential … or $DPFL_DEVICE_CREDENTIAL)\n", en.JobID)
 		return nil
-	}
-	id, err := c.jobArg(args[1:])
-	if err != nil {
-		return err
-	}
-	cl, err := c.client()
-	if err != nil {
-		return err
 	}
 	ds, err := cl.Devices(ctx, id)
 	if err != nil {
