@@ -1,5 +1,5 @@
 // Package api is dpfl's REST interface: JSON over HTTP, served with echo.
-// Handlers are thin: bind, call the job manager (package fl/job), and map
+// Handlers are thin: bind, call the job manager (package job), and map
 // its errors to status codes in one place (errorResponse).
 //
 // Callers authenticate with "Authorization: Bearer <secret>". An API token
@@ -70,7 +70,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/internal/strictjson"
 	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
 

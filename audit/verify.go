@@ -98,7 +98,7 @@ type specFields struct {
 }
 
 // adjacency is the neighbouring relation of the job's guarantee, by the
-// rule of fl/job.Spec.Adjacency.
+// rule of job.Spec.Adjacency.
 func (s specFields) adjacency() string {
 	if s.Population.Source == "devices" || s.Sampling.Scheme == "fixed" {
 		return "replace_one"

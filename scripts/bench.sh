@@ -21,7 +21,6 @@ COHORT=${COHORT:-100}
 CLIENTS=${CLIENTS:-1000}
 MODEL=${MODEL:-mlp}
 TORCH=${TORCH:-../shared/bench/torch_fedavg.py}
-[ -f "$TORCH" ] || TORCH=/work/shared/bench/torch_fedavg.py
 DATA=/usr/share/datasets/fashion-mnist
 
 need=()
@@ -42,8 +41,8 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go build -o "$tmp/bench-plain" ./bench
-GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./bench
+go build -o "$tmp/bench-plain" ./cmd/dpfl-bench
+GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./cmd/dpfl-bench
 
 cpus=$(nproc --all)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/api"
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 )
 
 // Client talks to one dpfl-server.

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/accounting/pld"
 	"github.com/dpfl/dpfl/api/client"
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 )
 
 func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out io.Writer) error {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 )
 
 // The API token comes from --token-file, else --token (with a warning:

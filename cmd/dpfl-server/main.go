@@ -64,7 +64,7 @@ import (
 
 	"github.com/dpfl/dpfl/api"
 	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
 

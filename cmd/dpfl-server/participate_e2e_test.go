@@ -21,7 +21,7 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 

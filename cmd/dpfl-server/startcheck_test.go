@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpfl/dpfl/fl/job"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 	bolt "go.etcd.io/bbolt"
 )

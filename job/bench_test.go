@@ -11,7 +11,7 @@ import (
 // on-demand population from Fashion-MNIST, Poisson q = 0.001 (about 1,000
 // users a round), logistic regression, DP, 50 rounds. Run it with
 //
-//	go test -run '^$' -bench MillionUsers -benchtime 1x -cpuprofile cpu.out ./fl/job
+//	go test -run '^$' -bench MillionUsers -benchtime 1x -cpuprofile cpu.out ./job
 //
 // under /usr/bin/time -v for the peak RSS (target ≤ 2 GB); the profile
 // shows where a round's time goes. It reports rounds/s and the final test

@@ -396,7 +396,7 @@ func TestCanariesWithSecureAggregation(t *testing.T) {
 // with the secure noise and cohorts). It prints to standard output (a
 // benchmark's log is cut at 10 lines); docs/auditing.md quotes it:
 //
-//	go test -run '^$' -bench CanaryDemo -benchtime 1x -timeout 30m ./fl/job
+//	go test -run '^$' -bench CanaryDemo -benchtime 1x -timeout 30m ./job
 func BenchmarkCanaryDemo(b *testing.B) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "demo-job.json"))
 	if err != nil {

@@ -15,7 +15,7 @@
 //
 // Usage:
 //
-//	go run ./bench --clients 1000 --cohort 100 --rounds 20 --workers 1 [--cpuprofile f]
+//	go run ./cmd/dpfl-bench --clients 1000 --cohort 100 --rounds 20 --workers 1 [--cpuprofile f]
 //
 // Build with GOEXPERIMENT=simd for the archsimd kernels (see README,
 // "Performance and the SIMD build").
