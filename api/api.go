@@ -70,8 +70,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
-	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/internal/strictjson"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )

@@ -10,9 +10,9 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/time/rate"
 
-	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/fl/model"
 	"github.com/dpfl/dpfl/internal/strictjson"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 

@@ -107,7 +107,7 @@ func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntr
 //
 // Storage cannot tell whether a job charges its rounds (only DP jobs do),
 // so a ledger shorter than Job.Round is not an error here; package
-// fl/job checks that every committed round of a DP job has its event.
+// job checks that every committed round of a DP job has its event.
 func (db *DB) Ledger(jobID string) ([]LedgerEntry, error) {
 	_, out, err := db.JobLedger(jobID)
 	return out, err

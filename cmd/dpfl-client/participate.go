@@ -16,8 +16,8 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 

@@ -15,8 +15,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dpfl/dpfl/api/client"
-	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/internal/strictjson"
+	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
 
