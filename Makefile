@@ -1,12 +1,23 @@
-# dpfl — two commands on a fresh machine:
-#   make demo   the main job: a DP-FedAvg job on Fashion-MNIST, served and submitted through the API
-#   make test   vet + the test suite
+# dpfl. Targets:
+#   make demo         the main job: a DP-FedAvg job on Fashion-MNIST, served and submitted through the API
+#   make test         go vet + the short suite (go test -short: slow tests skip, saying so)
+#   make test-full    go vet + every test (what CI runs, through .ci/run)
+#   make test-simd    the same vet and the tests of the packages it changes, in the SIMD build
+#   make fuzz         every Go fuzz target for FUZZTIME each (default 20000x inputs; CI: 100000x)
+#   make build        the commands, into bin/, in the SIMD build
+#   make bench        the Go benchmarks of the numeric packages, in the SIMD build
+#   make bench-torch  training throughput side by side with the PyTorch reference (scripts/bench.sh)
+#   make experiments  the papers' experiments (docs/experiments.md): tables and plots in docs/experiments/
+#   make fmt          gofmt every tracked Go file
+# The tests need Fashion-MNIST at /usr/share/datasets/fashion-mnist
+# (apt-get install dataset-fashion-mnist); without it they fail, never skip.
 GO ?= go
-# The fast build: archsimd kernels (AVX-512) in package simd; see README,
-# "Performance and the SIMD build". Plain `go build` works too, slower.
+# The fast build: package simd's archsimd kernels (AVX-512, or AVX2 + FMA
+# on CPUs without it), chosen at run time; see simd/doc.go. Plain
+# `go build` works too, with the portable loops, slower.
 SIMD ?= GOEXPERIMENT=simd
 
-.PHONY: build demo test test-simd fuzz bench bench-torch experiments fmt
+.PHONY: build demo test test-full test-simd fuzz bench bench-torch experiments fmt
 build:
 	$(SIMD) $(GO) build -o bin/ ./cmd/...
 
@@ -15,25 +26,26 @@ demo:
 
 test:
 	$(GO) vet ./...
+	$(GO) test -short ./...
+
+test-full:
+	$(GO) vet ./...
 	$(GO) test ./...
 
-# The SIMD build's vet and the tests of the packages it changes.
 test-simd:
 	$(SIMD) $(GO) vet ./...
 	$(SIMD) $(GO) test ./simd/ ./fl/...
 
-# Every Go fuzz target for FUZZTIME each (default 20000x, inputs); CI runs this.
 fuzz:
 	bash scripts/fuzz.sh
 
 bench:
 	$(SIMD) $(GO) test -run '^$$' -bench . ./simd/ ./fl/... ./accounting/ ./storage/ ./dp/ ./secagg/
 
-# Side by side with the PyTorch reference (installs python3-torch when root).
+# Installs python3-torch and OpenBLAS when run as root and missing.
 bench-torch:
 	bash scripts/bench.sh
 
-# The papers' experiments (docs/experiments.md): tables and plots in docs/experiments/.
 experiments:
 	$(SIMD) $(GO) run ./cmd/dpfl-experiments --out docs/experiments all
 

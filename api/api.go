@@ -13,7 +13,7 @@
 // Routes (API token; "admin" marks those an auditor may not use):
 //
 //	GET  /healthz                 liveness, no auth
-//	POST /v1/jobs                 admin: create and start a job (body: job.Spec JSON)
+//	POST /v1/jobs                 admin: create and start a job (body: types.Spec JSON)
 //	GET  /v1/jobs                 list jobs
 //	GET  /v1/jobs/:id             state, round, latest metrics
 //	GET  /v1/jobs/:id/metrics     every committed round's metrics
@@ -21,8 +21,8 @@
 //	GET  /v1/jobs/:id/privacy     privacy ledger and ε at the job's δ
 //	POST /v1/jobs/:id/cancel      admin: stop a running job
 //	GET  /v1/jobs/:id/model       latest global model parameters
-//	PUT  /v1/budgets/:name        admin: create a privacy unit {epsilon_budget, delta}
-//	GET  /v1/budgets/:name        a privacy unit's jobs, spend and remaining ε
+//	PUT  /v1/budgets/:name        admin: create a shared budget {epsilon_budget, delta}
+//	GET  /v1/budgets/:name        a budget's jobs, spend and remaining ε
 //	POST /v1/jobs/:id/devices     admin: enroll a device for a devices job: its ID and credential, once
 //	GET  /v1/jobs/:id/devices     the job's enrolled devices (IDs and enrolment times)
 //	GET  /v1/log/...              the transparency log: key, checkpoint, proofs, audit bundles (log.go)
@@ -44,9 +44,10 @@
 // object, no repeated or unknown key, nothing after it, within a size
 // limit (MaxBodyBytes; the participate routes: ParticipateBodyLimit).
 //
-// Errors are {"error": message, "field": json-path} with 400 (bad input,
-// naming the field and rule, or a protocol message refused, naming the
-// client), 401 (missing or wrong API token or device credential), 403 (an
+// Errors are types.ErrorBody, {"error": message, "field": json-path}
+// with 400 (bad input, naming the field and rule, with every broken rule
+// in "errors" in a fixed order; or a protocol message refused, naming
+// the client), 401 (missing or wrong API token or device credential), 403 (an
 // auditor's token on a route that changes state, or a round token of
 // another device), 404 (unknown job), 409 (request does not fit the job's
 // state, or a device's second join of one attempt), 413 (body too large),
@@ -70,21 +71,12 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/internal/strictjson"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )
-
-// ErrorBody is the JSON body of every error response.
-type ErrorBody struct {
-	Error string `json:"error"`
-	// Field is the JSON path of the offending request field, if any.
-	Field string `json:"field,omitempty"`
-	// ErrorID, on a 500, is the ID under which the server logged the
-	// internal error.
-	ErrorID string `json:"error_id,omitempty"`
-}
 
 // MaxBodyBytes bounds the body of a request to the API token's routes (a
 // job spec or a budget is a few KiB).
@@ -129,7 +121,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 			// the log only, under an ID the caller can quote.
 			id := errorID()
 			log.Error("request failed", "error_id", id, "method", c.Request().Method, "path", c.Path(), "status", code, "err", err)
-			body = ErrorBody{Error: fmt.Sprintf("internal error (id %s); see the server log", id), ErrorID: id}
+			body = types.ErrorBody{Error: fmt.Sprintf("internal error (id %s); see the server log", id), ErrorID: id}
 		}
 		_ = c.JSON(code, body)
 	}
@@ -137,7 +129,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
-	h := &handlers{m: m}
+	h := &handlers{m: m, log: log}
 	// Devices: only their own job's participate routes, only with a device
 	// credential. These routes are more specific than the admin group's
 	// catch-all, so no API token reaches them.
@@ -199,13 +191,14 @@ func readBody(c echo.Context) ([]byte, error) {
 	case errors.As(err, &mbe):
 		return nil, tooLarge(mbe.Limit)
 	case err != nil:
-		return nil, &job.ValidationError{Field: "body", Rule: "unreadable: " + err.Error()}
+		return nil, job.NewValidationError("body", types.RuleFormat, "unreadable: "+err.Error())
 	}
 	return b, nil
 }
 
 type handlers struct {
-	m *job.Manager
+	m   *job.Manager
+	log *slog.Logger
 	// limits caches each devices job's participate body limit
 	// (participateLimit): job ID → int64.
 	limits sync.Map
@@ -216,7 +209,7 @@ func (h *handlers) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	spec, err := job.ParseSpec(body)
+	spec, warnings, err := job.DecodeSpec(body)
 	if err != nil {
 		return err
 	}
@@ -228,6 +221,10 @@ func (h *handlers) create(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	for _, w := range warnings {
+		h.log.Warn("deprecated job spec key", "job", st.ID, "warning", w)
+	}
+	st.Warnings = warnings
 	return c.JSON(http.StatusCreated, st)
 }
 
@@ -290,12 +287,6 @@ func (h *handlers) model(c echo.Context) error {
 	return c.JSON(http.StatusOK, mod)
 }
 
-// BudgetRequest is the body of PUT /v1/budgets/:name.
-type BudgetRequest struct {
-	EpsilonBudget float64 `json:"epsilon_budget"`
-	Delta         float64 `json:"delta"`
-}
-
 func (h *handlers) createBudget(c echo.Context) error {
 	name := c.Param("name")
 	if err := job.CheckName("name", name); err != nil {
@@ -305,14 +296,14 @@ func (h *handlers) createBudget(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req BudgetRequest
+	var req types.BudgetRequest
 	if err := strictjson.Decode(body, &req); err != nil {
-		return &job.ValidationError{Field: "body", Rule: "must be one JSON object {\"epsilon_budget\": ε, \"delta\": δ}: " + err.Error()}
+		return job.NewValidationError("body", types.RuleFormat, "must be one JSON object {\"epsilon_budget\": ε, \"delta\": δ}: "+err.Error())
 	}
-	if _, err := h.m.CreateUnit(name, req.EpsilonBudget, req.Delta); err != nil {
+	if _, err := h.m.CreateBudget(name, req.EpsilonBudget, req.Delta); err != nil {
 		return err
 	}
-	rep, err := h.m.Unit(name)
+	rep, err := h.m.Budget(name)
 	if err != nil {
 		return err
 	}
@@ -336,13 +327,13 @@ func (h *handlers) devices(c echo.Context) error {
 }
 
 func (h *handlers) budget(c echo.Context) error {
-	// Looking up is lenient with units named before job.CheckName
+	// Looking up is lenient with budgets named before job.CheckName
 	// existed, but a name never carries a control character into the log.
 	name := c.Param("name")
 	if len(name) > 128 || strings.IndexFunc(name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		return &job.ValidationError{Field: "name", Rule: "must be at most 128 bytes of printable characters"}
+		return job.NewValidationError("name", types.RuleFormat, "must be at most 128 bytes of printable characters")
 	}
-	rep, err := h.m.Unit(name)
+	rep, err := h.m.Budget(name)
 	if err != nil {
 		return err
 	}
@@ -350,33 +341,33 @@ func (h *handlers) budget(c echo.Context) error {
 }
 
 // errorResponse maps an error to its status code and body, in one place.
-func errorResponse(err error) (int, ErrorBody) {
+func errorResponse(err error) (int, types.ErrorBody) {
 	var ve *job.ValidationError
 	var he *echo.HTTPError
 	var pe *secagg.PeerError
 	switch {
 	case errors.As(err, &ve):
-		return http.StatusBadRequest, ErrorBody{Error: ve.Error(), Field: ve.Field}
+		return http.StatusBadRequest, types.ErrorBody{Error: ve.Error(), Field: ve.Field, Errors: ve.Errors()}
 	case errors.As(err, &pe):
-		return http.StatusBadRequest, ErrorBody{Error: pe.Error()}
+		return http.StatusBadRequest, types.ErrorBody{Error: pe.Error()}
 	case errors.Is(err, job.ErrUnauthorized):
-		return http.StatusUnauthorized, ErrorBody{Error: userMessage(err)}
+		return http.StatusUnauthorized, types.ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrForbidden):
-		return http.StatusForbidden, ErrorBody{Error: userMessage(err)}
+		return http.StatusForbidden, types.ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, storage.ErrNotFound):
-		return http.StatusNotFound, ErrorBody{Error: userMessage(err)}
+		return http.StatusNotFound, types.ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrCapacity):
-		return http.StatusTooManyRequests, ErrorBody{Error: userMessage(err)}
+		return http.StatusTooManyRequests, types.ErrorBody{Error: userMessage(err)}
 	case errors.Is(err, job.ErrConflict), errors.Is(err, job.ErrBudget), errors.Is(err, storage.ErrExists), errors.Is(err, storage.ErrConflict):
-		return http.StatusConflict, ErrorBody{Error: userMessage(err)}
+		return http.StatusConflict, types.ErrorBody{Error: userMessage(err)}
 	case errors.As(err, &he):
 		msg, ok := he.Message.(string)
 		if !ok {
 			msg = http.StatusText(he.Code)
 		}
-		return he.Code, ErrorBody{Error: msg}
+		return he.Code, types.ErrorBody{Error: msg}
 	}
-	return http.StatusInternalServerError, ErrorBody{Error: http.StatusText(http.StatusInternalServerError)}
+	return http.StatusInternalServerError, types.ErrorBody{Error: http.StatusText(http.StatusInternalServerError)}
 }
 
 // redundantPrefixes are the leading words of wrapped errors that only

@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
 
 // raw sends one request whose body is body, with a Content-Length when
 // sized, chunked otherwise, and returns the status and error body.
-func (s *testServer) raw(method, path, bearer string, body string, sized bool) (int, ErrorBody, http.Header) {
+func (s *testServer) raw(method, path, bearer string, body string, sized bool) (int, types.ErrorBody, http.Header) {
 	s.t.Helper()
 	var r io.Reader = strings.NewReader(body)
 	if !sized {
@@ -32,7 +33,7 @@ func (s *testServer) raw(method, path, bearer string, body string, sized bool) (
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var e ErrorBody
+	var e types.ErrorBody
 	json.Unmarshal(b, &e)
 	return resp.StatusCode, e, resp.Header
 }
@@ -40,7 +41,7 @@ func (s *testServer) raw(method, path, bearer string, body string, sized bool) (
 func (s *testServer) jobCount() int {
 	s.t.Helper()
 	var out struct {
-		Jobs []job.Status `json:"jobs"`
+		Jobs []types.Status `json:"jobs"`
 	}
 	if code, e := s.call("GET", "/v1/jobs", "tok", "", "", &out); code != 200 {
 		s.t.Fatalf("list: %d %s", code, e.Error)
@@ -64,8 +65,12 @@ func TestStrictJobBodies(t *testing.T) {
 		{`{"rounds": 3, "Rounds": 300}`, "Rounds", "repeated key"},
 		{`{"name": "a\u0000b"}`, "name", "printable"},
 		{`{"name": "` + strings.Repeat("x", 129) + `"}`, "name", "printable"},
-		{`{"dp": {"privacy_unit": "a/b"}}`, "dp.privacy_unit", "letters, digits"},
-		{`{"dp": {"privacy_unit": "` + strings.Repeat("u", 65) + `"}}`, "dp.privacy_unit", "1 to 64"},
+		{`{"dp": {"budget": "a/b"}}`, "dp.budget", "letters, digits"},
+		{`{"dp": {"budget": "` + strings.Repeat("u", 65) + `"}}`, "dp.budget", "1 to 64"},
+		{`{"dp": {"privacy_unit": "a/b"}}`, "dp.budget", "letters, digits"},
+		{`{"rouds": 3}`, "rouds", "not a field"},
+		{`{"population": {"sise": 3}}`, "population.sise", "not a field"},
+		{`{"population": {"size": 300, "clients": 300}}`, "population.clients", "give population.size only"},
 	} {
 		code, e := s.call("POST", "/v1/jobs", "tok", "", c.body, nil)
 		if code != 400 || e.Field != c.field || !strings.Contains(e.Error, c.says) {
@@ -170,7 +175,7 @@ func TestAuditorRole(t *testing.T) {
 		t.Errorf("auditor on a participate route: %d, want 401", code)
 	}
 	var devs struct {
-		Devices []job.DeviceInfo `json:"devices"`
+		Devices []types.DeviceInfo `json:"devices"`
 	}
 	if n := s.jobCount(); n != 1 {
 		t.Errorf("%d jobs after the auditor's attempts", n)
@@ -178,7 +183,7 @@ func TestAuditorRole(t *testing.T) {
 	if s.call("GET", "/v1/jobs/"+id+"/devices", "tok", "", "", &devs); len(devs.Devices) != 1 {
 		t.Errorf("%d devices after the auditor's attempt to enroll", len(devs.Devices))
 	}
-	if st, _ := s.m.Get(id); st.State != storage.StateRunning {
+	if st, _ := s.m.Get(id); st.State != types.StateRunning {
 		t.Errorf("job %s after the auditor's cancel", st.State)
 	}
 }
@@ -226,7 +231,7 @@ func TestInternalErrorsHidden(t *testing.T) {
 // prefixes of the wrapped errors.
 func TestErrorMessages(t *testing.T) {
 	s := newTestServer(t)
-	var st job.Status
+	var st types.Status
 	if code, e := s.call("POST", "/v1/jobs", "tok", "", `{"rounds": 1}`, &st); code != 201 {
 		t.Fatalf("submit: %d %s", code, e.Error)
 	}
@@ -277,5 +282,59 @@ func TestDeviceRateLimit(t *testing.T) {
 	}
 	if code, e := s.call("GET", path, b, "", "", nil); code != 200 {
 		t.Fatalf("another device: %d %s", code, e.Error)
+	}
+}
+
+// A job that breaks several rules is refused with all of them, in the
+// validators' fixed order, the same list every time; the first is also the
+// error and field of the body, as for one broken rule.
+func TestEveryBrokenRuleInOrder(t *testing.T) {
+	s := newTestServer(t)
+	body := `{"dp": {"delta": 2, "clip_norm": 0}, "rounds": 0, "client": {"epochs": 0}, "population": {"size": 0}, "model": "nope"}`
+	want := []types.FieldError{
+		{Field: "model", Rule: types.RuleOneOf},
+		{Field: "population.size", Rule: types.RuleRange},
+		{Field: "sampling.rate", Rule: types.RuleRange},
+		{Field: "rounds", Rule: types.RuleRange},
+		{Field: "client.epochs", Rule: types.RuleRange},
+		{Field: "dp.clip_norm", Rule: types.RuleRange},
+		{Field: "dp.delta", Rule: types.RuleRange},
+	}
+	for range 5 {
+		code, e := s.call("POST", "/v1/jobs", "tok", "", body, nil)
+		if code != 400 || e.Field != "model" || !strings.HasPrefix(e.Error, "model: ") {
+			t.Fatalf("%d %q (field %q), want 400 on model first", code, e.Error, e.Field)
+		}
+		if len(e.Errors) != len(want) {
+			t.Fatalf("errors %+v, want %d", e.Errors, len(want))
+		}
+		for i, w := range want {
+			if g := e.Errors[i]; g.Field != w.Field || g.Rule != w.Rule || g.Message == "" {
+				t.Fatalf("error %d: %+v, want %s (%s); all: %+v", i, g, w.Field, w.Rule, e.Errors)
+			}
+		}
+	}
+}
+
+// The keys of the previous release are read, for one release, with a
+// warning in the answer to the submission and in the log.
+func TestDeprecatedKeysWarn(t *testing.T) {
+	s := newTestServer(t)
+	var st types.Status
+	body := `{"rounds": 1, "population": {"clients": 300}, "sampling": {"rate": 0.1}, "dp": {"enabled": false}}`
+	if code, e := s.call("POST", "/v1/jobs", "tok", "", body, &st); code != 201 {
+		t.Fatalf("submit: %d %s", code, e.Error)
+	}
+	if st.Spec.Population.Size != 300 || len(st.Warnings) != 1 || !strings.Contains(st.Warnings[0], "population.clients is deprecated") ||
+		!strings.Contains(st.Warnings[0], "population.size") {
+		t.Fatalf("size %d, warnings %q", st.Spec.Population.Size, st.Warnings)
+	}
+	if !strings.Contains(s.log.String(), "population.clients is deprecated") {
+		t.Errorf("the warning is not in the log:\n%s", s.log.String())
+	}
+	s.m.Wait(st.ID)
+	var again types.Status
+	if code, _ := s.call("GET", "/v1/jobs/"+st.ID, "tok", "", "", &again); code != 200 || again.Warnings != nil || again.Spec.Population.Size != 300 {
+		t.Fatalf("%d %+v: the stored job lost its size or repeats the warning", code, again)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/job"
 )
 
@@ -23,37 +24,6 @@ import (
 
 // MaxLogLeaves bounds the leaves one GET /v1/log/leaves returns.
 const MaxLogLeaves = 1000
-
-// LogKeyResponse is the body of GET /v1/log/key.
-type LogKeyResponse struct {
-	// PublicKey is the note verifier key "<name>+<hash>+<base64 key>"
-	// (golang.org/x/mod/sumdb/note) of the Ed25519 key that signs every
-	// checkpoint; Origin is its name, the checkpoints' first line.
-	PublicKey string `json:"public_key"`
-	Origin    string `json:"origin"`
-}
-
-// CheckpointResponse is the body of GET /v1/log/checkpoint and, with
-// Old and Proof, of GET /v1/log/consistency.
-type CheckpointResponse struct {
-	// Size is the number of leaves, Root their Merkle tree hash
-	// (base64), Checkpoint the signed note stating both.
-	Size       int64     `json:"size"`
-	Root       tlog.Hash `json:"root"`
-	Checkpoint string    `json:"checkpoint"`
-	// Old and Proof (consistency only): the proof that the log of Old
-	// leaves is a prefix of this one (tlog.ProveTree; base64 hashes).
-	Old   int64          `json:"old,omitempty"`
-	Proof tlog.TreeProof `json:"proof,omitempty"`
-}
-
-// LeavesResponse is the body of GET /v1/log/leaves.
-type LeavesResponse struct {
-	// Start is the index of Leaves[0]; each leaf is its exact bytes
-	// (audit.Leaf JSON) as a string.
-	Start  int64    `json:"start"`
-	Leaves []string `json:"leaves"`
-}
 
 // registerLog adds the log's routes to the API token's group.
 func (h *handlers) registerLog(g *echo.Group) {
@@ -73,7 +43,7 @@ func queryInt(c echo.Context, name string, def int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 {
-		return 0, &job.ValidationError{Field: name, Rule: fmt.Sprintf("must be a whole number ≥ 0, got %q", s)}
+		return 0, job.NewValidationError(name, types.RuleRange, fmt.Sprintf("must be a whole number ≥ 0, got %q", s))
 	}
 	return n, nil
 }
@@ -87,7 +57,7 @@ func (h *handlers) logKey(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, LogKeyResponse{PublicKey: key, Origin: v.Name()})
+	return c.JSON(http.StatusOK, types.LogKeyResponse{PublicKey: key, Origin: v.Name()})
 }
 
 func (h *handlers) logCheckpoint(c echo.Context) error {
@@ -95,7 +65,7 @@ func (h *handlers) logCheckpoint(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, CheckpointResponse{Size: head.Size, Root: head.Root, Checkpoint: head.Checkpoint})
+	return c.JSON(http.StatusOK, types.CheckpointResponse{Size: head.Size, Root: head.Root[:], Checkpoint: head.Checkpoint})
 }
 
 func (h *handlers) logConsistency(c echo.Context) error {
@@ -104,13 +74,13 @@ func (h *handlers) logConsistency(c echo.Context) error {
 		return err
 	}
 	if old < 0 {
-		return &job.ValidationError{Field: "old", Rule: "required: the size of the earlier checkpoint"}
+		return job.NewValidationError("old", types.RuleRequired, "required: the size of the earlier checkpoint")
 	}
 	head, proof, err := h.m.LogConsistency(old)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, CheckpointResponse{Size: head.Size, Root: head.Root, Checkpoint: head.Checkpoint, Old: old, Proof: proof})
+	return c.JSON(http.StatusOK, types.CheckpointResponse{Size: head.Size, Root: head.Root[:], Checkpoint: head.Checkpoint, Old: old, Proof: hashes(proof)})
 }
 
 func (h *handlers) logLeaves(c echo.Context) error {
@@ -136,7 +106,7 @@ func (h *handlers) logLeaves(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := LeavesResponse{Start: start, Leaves: make([]string, len(leaves))}
+	out := types.LeavesResponse{Start: start, Leaves: make([]string, len(leaves))}
 	for i, l := range leaves {
 		out.Leaves[i] = string(l)
 	}
@@ -153,4 +123,14 @@ func (h *handlers) logBundle(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, b)
+}
+
+// hashes is a tlog proof as the wire's byte strings (base64 in JSON, as
+// tlog.Hash marshals itself).
+func hashes(p tlog.TreeProof) [][]byte {
+	out := make([][]byte, len(p))
+	for i := range p {
+		out[i] = p[i][:]
+	}
+	return out
 }

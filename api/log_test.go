@@ -1,12 +1,14 @@
 package api
 
 import (
+	"bytes"
 	crand "crypto/rand"
 	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/audit"
 )
 
@@ -26,24 +28,24 @@ func TestLogRoutes(t *testing.T) {
 	if _, err := s.db.SetLogSigner(skey); err != nil {
 		t.Fatal(err)
 	}
-	var key LogKeyResponse
+	var key types.LogKeyResponse
 	if code, e := s.call("GET", "/v1/log/key", "audit", "", "", &key); code != 200 || key.PublicKey != vkey || key.Origin != "dpfl/api-test" {
 		t.Fatalf("key: %d %q %+v", code, e.Error, key)
 	}
-	if _, err := s.m.CreateUnit("pop", 5, 1e-6); err != nil {
+	if _, err := s.m.CreateBudget("pop", 5, 1e-6); err != nil {
 		t.Fatal(err)
 	}
-	var before CheckpointResponse
+	var before types.CheckpointResponse
 	if code, _ := s.call("GET", "/v1/log/checkpoint", "audit", "", "", &before); code != 200 || before.Size != 1 {
 		t.Fatalf("checkpoint: %d %+v", code, before)
 	}
-	if cp, err := audit.OpenCheckpoint(before.Checkpoint, vkey); err != nil || cp.Size != 1 || cp.Root != before.Root {
+	if cp, err := audit.OpenCheckpoint(before.Checkpoint, vkey); err != nil || cp.Size != 1 || !bytes.Equal(cp.Root[:], before.Root) {
 		t.Fatalf("checkpoint %+v: %v", cp, err)
 	}
 	var st struct {
 		ID string `json:"id"`
 	}
-	if code, e := s.call("POST", "/v1/jobs", "tok", "", `{"rounds": 2, "population": {"clients": 300}, "sampling": {"rate": 0.1}}`, &st); code != 201 {
+	if code, e := s.call("POST", "/v1/jobs", "tok", "", `{"rounds": 2, "population": {"size": 300}, "sampling": {"rate": 0.1}}`, &st); code != 201 {
 		t.Fatalf("submit: %d %s", code, e.Error)
 	}
 	s.m.Wait(st.ID)
@@ -55,11 +57,11 @@ func TestLogRoutes(t *testing.T) {
 	if res, err := audit.Verify(&b, audit.Options{Key: vkey}); err != nil || res.Rounds != 2 || res.SinceSize != 1 {
 		t.Fatalf("bundle verifies: %v, %+v", err, res)
 	}
-	var cons CheckpointResponse
+	var cons types.CheckpointResponse
 	if code, _ := s.call("GET", "/v1/log/consistency?old=1", "audit", "", "", &cons); code != 200 || cons.Old != 1 || cons.Size != 5 || len(cons.Proof) == 0 {
 		t.Fatalf("consistency: %d %+v", code, cons)
 	}
-	var leaves LeavesResponse
+	var leaves types.LeavesResponse
 	if code, _ := s.call("GET", "/v1/log/leaves?start=1&end=3", "audit", "", "", &leaves); code != 200 || leaves.Start != 1 || len(leaves.Leaves) != 2 || !strings.Contains(leaves.Leaves[0], `"kind":"charge"`) {
 		t.Fatalf("leaves: %d %+v", code, leaves)
 	}

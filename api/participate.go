@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"golang.org/x/time/rate"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl/model"
 	"github.com/dpfl/dpfl/internal/strictjson"
 	"github.com/dpfl/dpfl/job"
@@ -129,8 +130,9 @@ func device(c echo.Context) string {
 // participate registers, on g (prefix /v1/jobs/:id/participate, behind
 // deviceAuth), the routes a device uses to take part in the rounds of a
 // devices job: the stages of secure aggregation (Bonawitz et al. 2017,
-// Fig. 4) over HTTP. Every message after join carries the device's
-// per-round token in job.ClientTokenHeader, which must be the one join
+// Fig. 4, secagg.Stage) over HTTP, the server's end of the transport that
+// api/client.Participation is the device's end of. Every message after join carries the device's
+// per-round token in types.ClientTokenHeader, which must be the one join
 // gave this device.
 func (h *handlers) participate(g *echo.Group) {
 	g.GET("", func(c echo.Context) error {
@@ -147,13 +149,22 @@ func (h *handlers) participate(g *echo.Group) {
 		}
 		return c.JSON(http.StatusOK, info)
 	})
-	g.POST("/advertise", post(h.m, h.m.Advertise))
-	g.GET("/keys", get(h.m.Keys))
-	g.POST("/shares", post(h.m, h.m.ShareKeys))
-	g.GET("/shares", get(h.m.Shares))
-	g.POST("/masked-input", post(h.m, h.m.MaskedInput))
+	// One route per protocol stage, named as the stage (secagg.Stage):
+	// GET is the server's request to this device, POST its message.
+	g.POST("/advertise_keys", post(h.m, h.m.AdvertiseKeys))
+	g.GET("/share_keys", get(h.m.ShareKeysRequest))
+	g.POST("/share_keys", post(h.m, h.m.ShareKeys))
+	g.GET("/masked_input", get(h.m.MaskedInputRequest))
+	g.POST("/masked_input", post(h.m, h.m.MaskedInput))
 	g.GET("/unmask", get(h.m.UnmaskRequest))
 	g.POST("/unmask", post(h.m, h.m.Unmask))
+	// The routes of the previous release, for devices built from it
+	// (deprecated; to be removed in the next release).
+	g.POST("/advertise", post(h.m, h.m.AdvertiseKeys))
+	g.GET("/keys", get(h.m.ShareKeysRequest))
+	g.POST("/shares", post(h.m, h.m.ShareKeys))
+	g.GET("/shares", get(h.m.MaskedInputRequest))
+	g.POST("/masked-input", post(h.m, h.m.MaskedInput))
 }
 
 // post binds a protocol message strictly (strictjson.Decode: an unknown
@@ -161,7 +172,7 @@ func (h *handlers) participate(g *echo.Group) {
 // hands it to the manager.
 func post[M any](m *job.Manager, accept func(jobID, deviceID, token string, msg M) error) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		jobID, dev, token := c.Param("id"), device(c), c.Request().Header.Get(job.ClientTokenHeader)
+		jobID, dev, token := c.Param("id"), device(c), c.Request().Header.Get(types.ClientTokenHeader)
 		body, err := readBody(c)
 		if err != nil {
 			return err
@@ -183,7 +194,7 @@ func post[M any](m *job.Manager, accept func(jobID, deviceID, token string, msg 
 
 func get[M any](fetch func(jobID, deviceID, token string) (M, error)) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		msg, err := fetch(c.Param("id"), device(c), c.Request().Header.Get(job.ClientTokenHeader))
+		msg, err := fetch(c.Param("id"), device(c), c.Request().Header.Get(types.ClientTokenHeader))
 		if err != nil {
 			return err
 		}

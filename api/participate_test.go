@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
@@ -77,14 +78,14 @@ func newTestServerWith(t *testing.T, cfg Config) *testServer {
 // call sends one request with bearer (none if empty) and, if non-empty,
 // the round token; it decodes a JSON body into out (if non-nil) and
 // returns the status and the error body.
-func (s *testServer) call(method, path, bearer, roundToken, body string, out any) (int, ErrorBody) {
+func (s *testServer) call(method, path, bearer, roundToken, body string, out any) (int, types.ErrorBody) {
 	s.t.Helper()
 	req, _ := http.NewRequest(method, s.url+path, strings.NewReader(body))
 	if bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+bearer)
 	}
 	if roundToken != "" {
-		req.Header.Set(job.ClientTokenHeader, roundToken)
+		req.Header.Set(types.ClientTokenHeader, roundToken)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -92,7 +93,7 @@ func (s *testServer) call(method, path, bearer, roundToken, body string, out any
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var e ErrorBody
+	var e types.ErrorBody
 	if resp.StatusCode/100 != 2 {
 		json.Unmarshal(b, &e)
 	} else if out != nil {
@@ -107,12 +108,12 @@ func (s *testServer) call(method, path, bearer, roundToken, body string, out any
 // to accept joins.
 func (s *testServer) openJob(spec string) string {
 	s.t.Helper()
-	var st job.Status
+	var st types.Status
 	if code, e := s.call("POST", "/v1/jobs", "tok", "", spec, &st); code != http.StatusCreated {
 		s.t.Fatalf("submit: %d %s", code, e.Error)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if rs, _ := s.m.DeviceRound(st.ID); rs.Stage == job.StageJoin {
+		if rs, _ := s.m.DeviceRound(st.ID); rs.Stage == types.StageJoin {
 			return st.ID
 		}
 		if time.Now().After(deadline) {
@@ -122,9 +123,9 @@ func (s *testServer) openJob(spec string) string {
 }
 
 // enroll enrolls a device for job id with the API token.
-func (s *testServer) enroll(id string) job.Enrollment {
+func (s *testServer) enroll(id string) types.Enrollment {
 	s.t.Helper()
-	var en job.Enrollment
+	var en types.Enrollment
 	if code, e := s.call("POST", "/v1/jobs/"+id+"/devices", "tok", "", "", &en); code != http.StatusCreated {
 		s.t.Fatalf("enroll: %d %s", code, e.Error)
 	}
@@ -139,7 +140,7 @@ func TestParticipateRefusesBadMessages(t *testing.T) {
 	id := s.openJob(devicesJob)
 	base := "/v1/jobs/" + id + "/participate"
 	cred := s.enroll(id).Credential
-	var info job.JoinInfo
+	var info types.JoinInfo
 	if code, e := s.call("POST", base+"/join", cred, "", "", &info); code != http.StatusOK {
 		t.Fatalf("join: %d %s", code, e.Error)
 	}
@@ -152,20 +153,28 @@ func TestParticipateRefusesBadMessages(t *testing.T) {
 		code                            int
 		says                            string
 	}{
-		{"malformed JSON", "POST", "/advertise", info.Token, `{"from": 1, "enc_key": `, 400, "client 1"},
-		{"unknown field", "POST", "/advertise", info.Token, `{"from": 1, "sneaky": true}`, 400, "client 1"},
-		{"wrong key length", "POST", "/advertise", info.Token, `{"from": 1, "enc_key": "AAAA", "mask_key": "AAAA"}`, 400, "client 1"},
-		{"forged sender", "POST", "/advertise", info.Token, `{"from": 2, "enc_key": "AAAA", "mask_key": "AAAA"}`, 400, "client 1"},
-		{"no round token", "POST", "/advertise", "", `{"from": 1}`, 409, "token"},
-		{"out of stage", "GET", "/keys", info.Token, "", 409, "stage"},
-		{"out of stage post", "POST", "/masked-input", info.Token, `{"from": 1, "masked": [1, 2]}`, 409, "stage"},
+		{"malformed JSON", "POST", "/advertise_keys", info.Token, `{"from": 1, "enc_key": `, 400, "client 1"},
+		{"unknown field", "POST", "/advertise_keys", info.Token, `{"from": 1, "sneaky": true}`, 400, "client 1"},
+		{"wrong key length", "POST", "/advertise_keys", info.Token, `{"from": 1, "enc_key": "AAAA", "mask_key": "AAAA"}`, 400, "client 1"},
+		{"forged sender", "POST", "/advertise_keys", info.Token, `{"from": 2, "enc_key": "AAAA", "mask_key": "AAAA"}`, 400, "client 1"},
+		{"no round token", "POST", "/advertise_keys", "", `{"from": 1}`, 409, "token"},
+		{"out of stage", "GET", "/share_keys", info.Token, "", 409, "stage"},
+		{"out of stage post", "POST", "/masked_input", info.Token, `{"from": 1, "masked": [1, 2]}`, 409, "stage"},
+		{"out of stage request", "GET", "/masked_input", info.Token, "", 409, "stage"},
+		{"out of stage unmask", "POST", "/unmask", info.Token, `{"from": 1}`, 409, "stage"},
+		// The previous release's routes still reach the same handlers.
+		{"old route, forged sender", "POST", "/advertise", info.Token, `{"from": 2, "enc_key": "AAAA", "mask_key": "AAAA"}`, 400, "client 1"},
+		{"old route, out of stage", "GET", "/keys", info.Token, "", 409, "share_keys"},
+		{"old route, shares out of stage", "POST", "/shares", info.Token, `{"from": 1}`, 409, "share_keys"},
+		{"old route, masked-input request out of stage", "GET", "/shares", info.Token, "", 409, "masked_input"},
+		{"old route, masked input out of stage", "POST", "/masked-input", info.Token, `{"from": 1, "masked": [1, 2]}`, 409, "masked_input"},
 	} {
 		code, e := s.call(c.method, base+c.path, cred, c.token, c.body, nil)
 		if code != c.code || !strings.Contains(e.Error, c.says) {
 			t.Errorf("%s: %d %q, want %d mentioning %q", c.what, code, e.Error, c.code, c.says)
 		}
 	}
-	if st, _ := s.m.DeviceRound(id); st.Joined != 0 || st.Stage != job.StageJoin {
+	if st, _ := s.m.DeviceRound(id); st.Joined != 0 || st.Stage != types.StageJoin {
 		t.Fatalf("refused messages changed the round: %+v", st)
 	}
 }
@@ -194,7 +203,7 @@ func TestDeviceAuthentication(t *testing.T) {
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	var list struct {
-		Devices []job.DeviceInfo `json:"devices"`
+		Devices []types.DeviceInfo `json:"devices"`
 	}
 	if resp.StatusCode != 200 || json.Unmarshal(raw, &list) != nil || len(list.Devices) != 2 ||
 		list.Devices[0].DeviceID != d1.DeviceID || list.Devices[1].DeviceID != d2.DeviceID || list.Devices[0].EnrolledAt.IsZero() {
@@ -231,30 +240,30 @@ func TestDeviceAuthentication(t *testing.T) {
 		}
 	}
 
-	var st job.RoundStatus
-	if code, e := s.call("GET", pa, d1.Credential, "", "", &st); code != 200 || st.Stage != job.StageJoin {
+	var st types.RoundStatus
+	if code, e := s.call("GET", pa, d1.Credential, "", "", &st); code != 200 || st.Stage != types.StageJoin {
 		t.Fatalf("a device polls its job: %d %s %+v", code, e.Error, st)
 	}
-	var info job.JoinInfo
+	var info types.JoinInfo
 	if code, e := s.call("POST", pa+"/join", d1.Credential, "", "", &info); code != 200 || info.DeviceID != d1.DeviceID {
 		t.Fatalf("join: %d %s %+v", code, e.Error, info)
 	}
 	if code, e := s.call("POST", pa+"/join", d1.Credential, "", "", nil); code != 409 || !strings.Contains(e.Error, "already joined") {
 		t.Fatalf("second join in the same attempt: %d %q, want 409 saying already joined", code, e.Error)
 	}
-	if code, e := s.call("POST", pa+"/advertise", d2.Credential, info.Token, `{"from": 1}`, nil); code != 403 || !strings.Contains(e.Error, "another device") {
+	if code, e := s.call("POST", pa+"/advertise_keys", d2.Credential, info.Token, `{"from": 1}`, nil); code != 403 || !strings.Contains(e.Error, "another device") {
 		t.Fatalf("device 2 with device 1's round token: %d %q, want 403", code, e.Error)
 	}
-	if code, e := s.call("POST", pa+"/advertise", d2.Credential, info.Token, `{"from": 1, `, nil); code != 400 || strings.Contains(e.Error, "client 1") {
+	if code, e := s.call("POST", pa+"/advertise_keys", d2.Credential, info.Token, `{"from": 1, `, nil); code != 400 || strings.Contains(e.Error, "client 1") {
 		t.Fatalf("device 2's malformed message with device 1's round token: %d %q, want 400 not naming client 1", code, e.Error)
 	}
-	var info2 job.JoinInfo
+	var info2 types.JoinInfo
 	if code, e := s.call("POST", pa+"/join", d2.Credential, "", "", &info2); code != 200 || info2.ClientID != 2 {
 		t.Fatalf("device 2 joins: %d %s %+v", code, e.Error, info2)
 	}
 
 	// Enrolment: devices jobs only, while they run.
-	var sim job.Status
+	var sim types.Status
 	if code, e := s.call("POST", "/v1/jobs", "tok", "", `{"rounds": 1}`, &sim); code != http.StatusCreated {
 		t.Fatalf("submit: %d %s", code, e.Error)
 	}

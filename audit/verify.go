@@ -61,7 +61,8 @@ type Result struct {
 	// Charges, Rounds and ExtraEvents count the job's charge leaves, its
 	// released (committed) rounds and the charges beyond one per round.
 	Charges, Rounds, ExtraEvents int
-	// Private says the job's spec enables DP; Unit is its privacy unit.
+	// Private says the job's spec enables DP; Unit is the shared budget
+	// it is charged to (dp.budget; "" for none).
 	Private bool
 	Unit    string
 	// AccountingDelta is the δ ε was recomputed at (dp.delta −
@@ -87,7 +88,10 @@ type specFields struct {
 		NoiseMultiplier float64 `json:"noise_multiplier"`
 		Delta           float64 `json:"delta"`
 		AbortDelta      float64 `json:"abort_delta"`
-		PrivacyUnit     string  `json:"privacy_unit"`
+		Budget          string  `json:"budget"`
+		// PrivacyUnit is dp.budget's earlier name, in the specs of jobs
+		// submitted before the rename.
+		PrivacyUnit string `json:"privacy_unit"`
 	} `json:"dp"`
 	Sampling struct {
 		Scheme string `json:"scheme"`
@@ -95,6 +99,15 @@ type specFields struct {
 	Population struct {
 		Source string `json:"source"`
 	} `json:"population"`
+}
+
+// budget is the shared budget the spec charges (dp.budget, or its
+// earlier name dp.privacy_unit); "" for none.
+func (s specFields) budget() string {
+	if s.DP.Budget != "" {
+		return s.DP.Budget
+	}
+	return s.DP.PrivacyUnit
 }
 
 // adjacency is the neighbouring relation of the job's guarantee, by the
@@ -128,12 +141,12 @@ type parsed struct {
 //     round after the last release; releases of rounds 1, 2, …, each
 //     naming the last charge of its round;
 //  5. the spec: its SHA-256 is every entry's spec_sha256; every charge
-//     names its privacy unit and records one and the same event, with
+//     names its budget (dp.budget) and records one and the same event, with
 //     the spec's noise multiplier z (or z/2, the replace-one and
 //     two-clip sensitivities);
 //  6. every inclusion proof against the checkpoint's root;
 //  7. the claim: rounds, events and extra events as logged; δ, abort δ,
-//     adjacency and unit as the spec has them; and its ε (and each
+//     adjacency and budget as the spec has them; and its ε (and each
 //     accountant's) not below ε recomputed over the logged charges with
 //     both accountants at the spec's δ − abort δ (EpsilonTolerance);
 //  8. with opt.Model, the model's hash against its round's release.
@@ -150,31 +163,77 @@ func Verify(b *Bundle, opt Options) (*Result, error) {
 		key, res.SelfVouched = b.PublicKey, true
 		res.Warnings = append(res.Warnings, "no --key given: the checkpoint was checked with the bundle's own public key, which proves only that the bundle is consistent with itself; pin the server's key (GET /v1/log/key, or the line dpfl-server prints at start)")
 	}
-	// 1. The signed checkpoint.
+	cp, err := checkCheckpoints(b, key, res) // steps 1 and 2
+	if err != nil {
+		return nil, err
+	}
+	entries, err := parseEntries(b, cp) // step 3
+	if err != nil {
+		return nil, err
+	}
+	var spec specFields
+	if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
+		return nil, fmt.Errorf("the bundle's job spec is not JSON: %w", err)
+	}
+	res.Private, res.Unit = spec.DP.Enabled, spec.budget()
+	charges, err := checkChain(entries, spec.DP.Enabled, res) // step 4
+	if err != nil {
+		return nil, err
+	}
+	warnBackfilled(entries, res)
+	events, err := checkEvents(b.Spec, spec, entries, charges) // step 5
+	if err != nil {
+		return nil, err
+	}
+	if err := checkInclusion(entries, cp); err != nil { // step 6
+		return nil, err
+	}
+	if err := checkClaim(b.Claim, spec, events, res); err != nil { // step 7
+		return nil, err
+	}
+	if opt.Model != nil { // step 8
+		if err := checkModel(opt.Model, entries, events, key, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// checkCheckpoints opens the bundle's checkpoint under key (step 1 of
+// Verify) and, with b.Since, checks that the log extends the earlier
+// checkpoint (step 2); it sets res.Checkpoint and res.SinceSize.
+func checkCheckpoints(b *Bundle, key string, res *Result) (Checkpoint, error) {
 	cp, err := OpenCheckpoint(b.Checkpoint, key)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
+		return cp, fmt.Errorf("checkpoint: %w", err)
 	}
 	res.Checkpoint = cp
-	// 2. The earlier checkpoint, if any.
-	if s := b.Since; s != nil {
-		old, err := OpenCheckpoint(s.Checkpoint, key)
-		if err != nil {
-			return nil, fmt.Errorf("earlier checkpoint: %w", err)
-		}
-		if old.Size > cp.Size {
-			return nil, fmt.Errorf("earlier checkpoint has %d leaves, more than the bundle's %d: the log shrank", old.Size, cp.Size)
-		}
-		if s.Size != old.Size {
-			return nil, fmt.Errorf("consistency proof is for a log of %d leaves, but the earlier checkpoint has %d", s.Size, old.Size)
-		}
-		// Every log extends the empty one.
-		if err := tlog.CheckTree(s.Proof, cp.Size, cp.Root, old.Size, old.Root); old.Size > 0 && err != nil {
-			return nil, fmt.Errorf("consistency proof from the earlier checkpoint (%d leaves) to the bundle's (%d leaves) fails (%v): the log was rewritten or forked since the earlier checkpoint", old.Size, cp.Size, err)
-		}
-		res.SinceSize = old.Size
+	s := b.Since
+	if s == nil {
+		return cp, nil
 	}
-	// 3. The entries.
+	old, err := OpenCheckpoint(s.Checkpoint, key)
+	if err != nil {
+		return cp, fmt.Errorf("earlier checkpoint: %w", err)
+	}
+	if old.Size > cp.Size {
+		return cp, fmt.Errorf("earlier checkpoint has %d leaves, more than the bundle's %d: the log shrank", old.Size, cp.Size)
+	}
+	if s.Size != old.Size {
+		return cp, fmt.Errorf("consistency proof is for a log of %d leaves, but the earlier checkpoint has %d", s.Size, old.Size)
+	}
+	// Every log extends the empty one.
+	if err := tlog.CheckTree(s.Proof, cp.Size, cp.Root, old.Size, old.Root); old.Size > 0 && err != nil {
+		return cp, fmt.Errorf("consistency proof from the earlier checkpoint (%d leaves) to the bundle's (%d leaves) fails (%v): the log was rewritten or forked since the earlier checkpoint", old.Size, cp.Size, err)
+	}
+	res.SinceSize = old.Size
+	return cp, nil
+}
+
+// parseEntries decodes the bundle's entries (step 3 of Verify): in
+// increasing log order, no index twice, each within checkpoint cp, each
+// a readable leaf of the audited job.
+func parseEntries(b *Bundle, cp Checkpoint) ([]parsed, error) {
 	entries := make([]parsed, len(b.Entries))
 	for i, e := range b.Entries {
 		p := parsed{Entry: e, what: fmt.Sprintf("entry %d (log index %d)", i+1, e.Index)}
@@ -186,6 +245,7 @@ func Verify(b *Bundle, opt Options) (*Result, error) {
 		case i > 0 && e.Index < b.Entries[i-1].Index:
 			return nil, fmt.Errorf("%s comes after log index %d: the entries were reordered (they must be in log order)", p.what, b.Entries[i-1].Index)
 		}
+		var err error
 		if p.leaf, err = ParseLeaf([]byte(e.Leaf)); err != nil {
 			return nil, fmt.Errorf("%s: %w", p.what, err)
 		}
@@ -194,16 +254,13 @@ func Verify(b *Bundle, opt Options) (*Result, error) {
 		}
 		entries[i] = p
 	}
-	var spec specFields
-	if err := json.Unmarshal([]byte(b.Spec), &spec); err != nil {
-		return nil, fmt.Errorf("the bundle's job spec is not JSON: %w", err)
-	}
-	res.Private, res.Unit = spec.DP.Enabled, spec.DP.PrivacyUnit
-	// 4. The job's chain.
-	charges, err := checkChain(entries, spec.DP.Enabled, res)
-	if err != nil {
-		return nil, err
-	}
+	return entries, nil
+}
+
+// warnBackfilled adds a warning if any entry was backfilled, i.e.
+// logged after the fact when the log was started over an existing
+// database.
+func warnBackfilled(entries []parsed, res *Result) {
 	backfilled := 0
 	for _, p := range entries {
 		if p.leaf.Backfilled {
@@ -213,18 +270,25 @@ func Verify(b *Bundle, opt Options) (*Result, error) {
 	if backfilled > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d of the job's entries were backfilled when the server started its log over a database that already held them: they were logged after the fact, and releases before the job's latest then have no model hash", backfilled))
 	}
-	// 5. The spec and the events.
-	specHash := SHA256Hex([]byte(b.Spec))
-	var events []accounting.Event
+}
+
+// checkEvents checks the entries against the spec (step 5 of Verify):
+// every entry records the SHA-256 of rawSpec, every charge names the
+// spec's budget and records the same event as the first, whose
+// noise multiplier is the spec's (checkNoise). It returns the charges'
+// events in order.
+func checkEvents(rawSpec string, spec specFields, entries, charges []parsed) ([]accounting.Event, error) {
+	specHash := SHA256Hex([]byte(rawSpec))
 	for _, p := range entries {
 		if p.leaf.SpecSHA256 != specHash {
 			return nil, fmt.Errorf("%s records spec SHA-256 %s, but the bundle's spec hashes to %s: the spec or the entry was altered", p.what, p.leaf.SpecSHA256, specHash)
 		}
 	}
+	var events []accounting.Event
 	for i, p := range charges {
 		l := p.leaf
-		if l.Unit != spec.DP.PrivacyUnit {
-			return nil, fmt.Errorf("%s: charge seq %d names privacy unit %q, but the job's spec names %q", p.what, l.Seq, l.Unit, spec.DP.PrivacyUnit)
+		if l.Unit != spec.budget() {
+			return nil, fmt.Errorf("%s: charge seq %d names budget %q, but the job's spec names %q (dp.budget)", p.what, l.Seq, l.Unit, spec.budget())
 		}
 		if i > 0 && !bytes.Equal(l.Event, charges[0].leaf.Event) {
 			return nil, fmt.Errorf("%s: charge seq %d records event %s, unlike seq 1's %s (every round of a job charges the same event): an event parameter was changed", p.what, l.Seq, l.Event, charges[0].leaf.Event)
@@ -240,23 +304,18 @@ func Verify(b *Bundle, opt Options) (*Result, error) {
 		}
 		events = append(events, ev)
 	}
-	// 6. The inclusion proofs.
+	return events, nil
+}
+
+// checkInclusion checks every entry's inclusion proof against the
+// checkpoint's root (step 6 of Verify).
+func checkInclusion(entries []parsed, cp Checkpoint) error {
 	for _, p := range entries {
 		if err := tlog.CheckRecord(p.Proof, cp.Size, cp.Root, p.Index, tlog.RecordHash([]byte(p.Leaf))); err != nil {
-			return nil, fmt.Errorf("%s, the job's %s of round %d, is not in the log: its inclusion proof does not lead to the checkpoint's root (%v); the entry or its proof was altered", p.what, p.leaf.Kind, p.leaf.Round, err)
+			return fmt.Errorf("%s, the job's %s of round %d, is not in the log: its inclusion proof does not lead to the checkpoint's root (%v); the entry or its proof was altered", p.what, p.leaf.Kind, p.leaf.Round, err)
 		}
 	}
-	// 7. The claim.
-	if err := checkClaim(b.Claim, spec, events, res); err != nil {
-		return nil, err
-	}
-	// 8. The model.
-	if opt.Model != nil {
-		if err := checkModel(opt.Model, entries, events, key, res); err != nil {
-			return nil, err
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // checkChain checks the job's chain (step 4 of Verify) and returns its
@@ -376,8 +435,8 @@ func checkClaim(c Claim, spec specFields, events []accounting.Event, res *Result
 		return fmt.Errorf("claim: abort δ = %g, but the job's spec has dp.abort_delta = %g", c.AbortDelta, spec.DP.AbortDelta)
 	case c.Adjacency != spec.adjacency():
 		return fmt.Errorf("claim: adjacency %q, but the job's spec makes it %q", c.Adjacency, spec.adjacency())
-	case c.PrivacyUnit != spec.DP.PrivacyUnit:
-		return fmt.Errorf("claim: privacy unit %q, but the job's spec names %q", c.PrivacyUnit, spec.DP.PrivacyUnit)
+	case c.PrivacyUnit != spec.budget():
+		return fmt.Errorf("claim: budget %q, but the job's spec names %q (dp.budget)", c.PrivacyUnit, spec.budget())
 	}
 	res.AccountingDelta = spec.DP.Delta - spec.DP.AbortDelta
 	if len(events) == 0 {

@@ -14,8 +14,10 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/audit"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/datatest"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -35,9 +37,7 @@ type server struct {
 // newServer opens a fresh database signed with skey (a new key if "").
 func newServer(t *testing.T, skey string) *server {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
+	datatest.FashionMNIST(t)
 	if skey == "" {
 		var err error
 		if skey, _, err = note.GenerateKey(crand.Reader, "dpfl/test"); err != nil {
@@ -59,10 +59,10 @@ func newServer(t *testing.T, skey string) *server {
 
 // run trains a small DP job (logreg, 300 users, Poisson q = 0.1, z = 1)
 // of rounds rounds to its end; edit adjusts the spec.
-func (s *server) run(t *testing.T, rounds int, edit func(*job.Spec)) string {
+func (s *server) run(t *testing.T, rounds int, edit func(*types.Spec)) string {
 	t.Helper()
 	spec := job.DefaultSpec()
-	spec.Population.Clients, spec.Sampling.Rate, spec.Rounds, spec.EvalEvery = 300, 0.1, rounds, rounds
+	spec.Population.Size, spec.Sampling.Rate, spec.Rounds, spec.EvalEvery = 300, 0.1, rounds, rounds
 	if edit != nil {
 		edit(&spec)
 	}
@@ -72,7 +72,7 @@ func (s *server) run(t *testing.T, rounds int, edit func(*job.Spec)) string {
 	}
 	s.m.Wait(j.ID)
 	st, err := s.m.Get(j.ID)
-	if err != nil || st.State != storage.StateCompleted {
+	if err != nil || st.State != types.StateCompleted {
 		t.Fatalf("job ended %v (%s), err %v", st.State, st.Message, err)
 	}
 	return j.ID
@@ -127,9 +127,7 @@ func TestMain(m *testing.M) {
 
 func getFixture(t *testing.T) *fixture {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
+	datatest.FashionMNIST(t)
 	fixOnce.Do(func() {
 		// The fixture outlives the test that builds it: its own temp dir,
 		// which TestMain removes.

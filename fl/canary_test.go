@@ -27,7 +27,7 @@ func TestCanariesEnterTheAverage(t *testing.T) {
 	const clip, expected = 0.5, 4.0
 	run := func(c *Canaries) ([]float32, RoundStats) {
 		sec, _ := dp.NewSecureRand()
-		alg := &FedAvg{Model: m, Client: cfg, Server: &SGD{LR: 1}, Workers: 2, Seed: 5, Canaries: c,
+		alg := &FedAvg{Model: m, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Workers: 2, Seed: 5, Canaries: c,
 			Aggregate: &GaussianAggregator{Params: dp.Params{ClipNorm: clip, NoiseMultiplier: 0}, Rand: sec}}
 		params := make([]float32, m.NumParams())
 		st, err := alg.Round(context.Background(), 1, params, fed, []int{0, 1, 2}, expected)

@@ -4,28 +4,35 @@
 // Optimization", Algorithm 1), with the user-level DP aggregation of
 // DP-FedAvg (McMahan et al. 2018, Algorithm 1).
 //
-// One round, as in Algorithm 1 of the Field Guide:
+// One round, as in Algorithm 1 of the Field Guide, and its stages in
+// FedAvg.Round:
 //
 //	sample a cohort S_t of clients                         (Sampler)
-//	for each client i in S_t, in parallel:
+//	for each client i in S_t, in parallel:                 train
 //	    x_i ← x_t; run E epochs of minibatch SGD, lr η_l    (ClientConfig)
 //	    Δ_i ← x_i − x_t
-//	Δ_t ← aggregate of the Δ_i                             (Aggregator)
-//	x_{t+1} ← ServerOpt(x_t, −Δ_t, η_s, t)                 (ServerOptimizer)
+//	keep, hold or drop each report                         filter (Simulation)
+//	Δ_t ← aggregate of the Δ_i                             aggregate (Aggregator)
+//	x_{t+1} ← ServerOpt(x_t, −Δ_t, η_s, t)                 server (ServerUpdate)
 //
 // −Δ_t is the pseudo-gradient; server SGD with η_s = 1 recovers FedAvg of
-// McMahan et al. 2017. Aggregation streams: each worker keeps one running
-// partial sum, so memory is O(workers · d), never O(cohort · d).
+// McMahan et al. 2017. ServerUpdate is also the server step of a round
+// with real devices. Aggregation streams: the reports enter one running
+// aggregate in cohort order (so the result is the same for any number of
+// workers), with memory O(workers · d), never O(cohort · d).
 //
 // The variants, each a small change to that loop:
 //
 //   - server optimizers (fedopt.go): FedAvgM, and FedAdagrad, FedAdam,
 //     FedYogi of Reddi et al. 2021, Algorithm 2;
 //   - client (client.go): FedProx's proximal term μ/2·‖x − x_t‖² (Li et
-//     al. 2020), client momentum, learning-rate schedules (schedule.go) and
-//     stragglers that run fewer epochs or are dropped;
-//   - SCAFFOLD's control variates (scaffold.go) and FedNova's normalized
-//     averaging (FedAvg.Normalize), for cross-silo jobs without DP;
+//     al. 2020), client momentum and learning-rate schedules (schedule.go);
+//   - client variants (ClientVariant, variant.go): SCAFFOLD's control
+//     variates (scaffold.go) and FedNova's normalized averaging
+//     (fednova.go), for cross-silo jobs without DP;
+//   - the simulated population (Simulation, simulation.go): stragglers
+//     that run fewer epochs or are dropped, device times, a deadline and
+//     over-selection's target;
 //   - secure aggregation of the cohort's clipped, encoded updates
 //     (secure.go, package secagg).
 //

@@ -1,13 +1,14 @@
 package fl
 
 import (
+	"context"
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/internal/parallel"
 )
 
 // Evaluator computes a model's loss and accuracy on held-out data, split
@@ -52,30 +53,31 @@ func NewEvaluator(m model.Model, workers int) *Evaluator {
 }
 
 // Dataset evaluates params on every example of ds (its rows are contiguous,
-// so workers read them in place).
+// so workers read them in place), in one contiguous chunk per worker.
 func (e *Evaluator) Dataset(params []float32, ds *data.Dataset) Metrics {
 	n := ds.Len()
-	per := (n + len(e.workers) - 1) / len(e.workers)
-	loss := make([]float64, len(e.workers))
-	correct := make([]int, len(e.workers))
-	panics := make([]*PanicError, len(e.workers))
-	var wg sync.WaitGroup
-	for i := range e.workers {
+	k := len(e.workers)
+	per := (n + k - 1) / k
+	loss := make([]float64, k)
+	correct := make([]int, k)
+	e.each(k, func(w, i int) {
 		lo, hi := min(i*per, n), min((i+1)*per, n)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					panics[i] = newPanicError(p)
-				}
-			}()
-			loss[i], correct[i] = e.workers[i].ws.Evaluate(params, ds.X[lo*ds.Dim:hi*ds.Dim], ds.Y[lo:hi])
-		}()
-	}
-	wg.Wait()
-	rethrow(panics)
+		loss[i], correct[i] = e.workers[w].ws.Evaluate(params, ds.X[lo*ds.Dim:hi*ds.Dim], ds.Y[lo:hi])
+	})
 	return sumMetrics(loss, correct, n)
+}
+
+// each runs f(w, i) for i in [0, n) on the workers, w the worker's index;
+// a panic in f is re-raised in the caller's goroutine as a *PanicError,
+// which a job runner recovers.
+func (e *Evaluator) each(n int, f func(w, i int)) {
+	err := parallel.For(context.Background(), len(e.workers), n, func(w, i int) error {
+		f(w, i)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
 }
 
 // ClientMetrics are evaluations on the clients' own held-out examples.
@@ -106,71 +108,61 @@ func (e *Evaluator) Users(params []float32, pop data.Population, ids []int) (Cli
 	return e.perClient(params, pop, ids, func(c data.Client) [2][]int32 { return [2][]int32{c.HeldOut, c.Train} })
 }
 
+// clientScore is one worker's running sums over the clients it scored.
+type clientScore struct {
+	loss    float64
+	correct int
+	n       int
+	accs    []float64 // per-client accuracies
+}
+
 // perClient scores every client of ids (all when nil) that holds examples
 // in the parts examples picks from it. Each client is built once, by the
 // worker that scores it (an on-demand population samples a user's data
 // on every Client call).
 func (e *Evaluator) perClient(params []float32, pop data.Population, ids []int, examples func(data.Client) [2][]int32) (ClientMetrics, bool) {
-	type result struct {
-		loss    float64
-		correct int
-		n       int
-		accs    []float64
-	}
-	res := make([]result, len(e.workers))
-	panics := make([]*PanicError, len(e.workers))
-	next := make(chan int, 64)
-	var wg sync.WaitGroup
-	for i := range e.workers {
-		w, r := &e.workers[i], &res[i]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// Re-raised in the caller's goroutine (rethrow), which a
-				// job runner recovers; keep taking ids so the sender
-				// finishes.
-				if p := recover(); p != nil {
-					panics[i] = newPanicError(p)
-					for range next {
-					}
-				}
-			}()
-			dim := pop.Base().Dim
-			for id := range next {
-				parts := examples(pop.Client(id))
-				n := len(parts[0]) + len(parts[1])
-				if n == 0 {
-					continue
-				}
-				var c int
-				for _, idx := range parts {
-					for s := 0; s < len(idx); s += e.chunk {
-						b := idx[s:min(s+e.chunk, len(idx))]
-						pop.Base().Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
-						l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
-						r.loss += l
-						c += k
-					}
-				}
-				r.correct += c
-				r.n += n
-				r.accs = append(r.accs, float64(c)/float64(n))
-			}
-		}()
-	}
+	res := make([]clientScore, len(e.workers))
+	n := len(ids)
 	if ids == nil {
-		for id := range pop.NumClients() {
-			next <- id
+		n = pop.NumClients()
+	}
+	e.each(n, func(w, i int) {
+		id := i
+		if ids != nil {
+			id = ids[i]
 		}
-	} else {
-		for _, id := range ids {
-			next <- id
+		e.score(&res[w], &e.workers[w], params, pop.Base(), examples(pop.Client(id)))
+	})
+	return clientMetrics(res)
+}
+
+// score adds one client's examples (the two index lists of parts into
+// base) to r, using worker w's buffers; a client without examples is
+// skipped.
+func (e *Evaluator) score(r *clientScore, w *evalWorker, params []float32, base *data.Dataset, parts [2][]int32) {
+	n := len(parts[0]) + len(parts[1])
+	if n == 0 {
+		return
+	}
+	dim := base.Dim
+	var c int
+	for _, idx := range parts {
+		for s := 0; s < len(idx); s += e.chunk {
+			b := idx[s:min(s+e.chunk, len(idx))]
+			base.Gather(w.x[:len(b)*dim], w.y[:len(b)], b)
+			l, k := w.ws.Evaluate(params, w.x[:len(b)*dim], w.y[:len(b)])
+			r.loss += l
+			c += k
 		}
 	}
-	close(next)
-	wg.Wait()
-	rethrow(panics)
+	r.correct += c
+	r.n += n
+	r.accs = append(r.accs, float64(c)/float64(n))
+}
+
+// clientMetrics pools the workers' scores; false when no client was
+// scored.
+func clientMetrics(res []clientScore) (ClientMetrics, bool) {
 	var out ClientMetrics
 	loss := make([]float64, len(res))
 	correct := make([]int, len(res))

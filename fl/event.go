@@ -74,5 +74,5 @@ func TargetSensitivity(target int) Sensitivity {
 }
 
 // Sensitivity is the sensitivity of f's pre-noise sum: TargetSensitivity
-// of f.Target.
-func (f *FedAvg) Sensitivity() Sensitivity { return TargetSensitivity(f.Target) }
+// of f.Simulation.Target.
+func (f *FedAvg) Sensitivity() Sensitivity { return TargetSensitivity(f.Simulation.Target) }

@@ -54,7 +54,7 @@ func TestRoundWithOneClientIsLocalSGD(t *testing.T) {
 		WeightedMean{},
 		&GaussianAggregator{Params: dp.Params{ClipNorm: 1e9, NoiseMultiplier: 0}, Rand: sec},
 	} {
-		alg := &FedAvg{Model: m, Client: cfg, Server: &SGD{LR: 1}, Aggregate: agg, Workers: 2, Seed: 5}
+		alg := &FedAvg{Model: m, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: agg, Workers: 2, Seed: 5}
 		params := make([]float32, m.NumParams())
 		if _, err := alg.Round(context.Background(), 3, params, fed, []int{2}, 1); err != nil {
 			t.Fatal(err)
@@ -105,8 +105,8 @@ func TestWeightedMeanAggregation(t *testing.T) {
 }
 
 // DP-FedAvg learns the separable blobs: accuracy far above chance (10%)
-// after a few rounds, with noise and clipping on, and the same with two
-// workers as with one up to float rounding of the merge.
+// after a few rounds, with noise and clipping on (the worker count does
+// not matter: TestRoundsAreTheSameForEveryWorkerCount).
 func TestDPFedAvgLearns(t *testing.T) {
 	ds := blobs(2000, 2)
 	test := blobs(500, 2)
@@ -114,7 +114,7 @@ func TestDPFedAvgLearns(t *testing.T) {
 	m, _ := model.New("logreg", 784, 10)
 	sec, _ := dp.NewSecureRand()
 	alg := &FedAvg{
-		Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
+		Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
 		Aggregate: &GaussianAggregator{Params: dp.Params{ClipNorm: 1, NoiseMultiplier: 0.5}, Rand: sec},
 		Seed:      1,
 	}
@@ -139,7 +139,7 @@ func TestRoundCancelledLeavesParams(t *testing.T) {
 	ds := blobs(100, 3)
 	fed := population(t, ds, 10)
 	m, _ := model.New("logreg", 784, 10)
-	alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 5, LR: 0.1}, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}}
+	alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 5, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}}
 	params := make([]float32, m.NumParams())
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -103,8 +103,8 @@ func TestStragglers(t *testing.T) {
 	m, _ := model.New("logreg", 784, 10)
 	cohort := []int{0, 2, 3, 5, 7, 9}
 	run := func(stragglers float64, drop bool) ([]float32, RoundStats) {
-		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
-			Aggregate: WeightedMean{}, Workers: 1, Seed: 3, Stragglers: stragglers, DropStragglers: drop}
+		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
+			Aggregate: WeightedMean{}, Workers: 1, Seed: 3, Simulation: Simulation{Stragglers: stragglers, DropStragglers: drop}}
 		params := make([]float32, m.NumParams())
 		st, err := alg.Round(context.Background(), 1, params, fed, cohort, 6)
 		if err != nil {

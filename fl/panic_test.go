@@ -38,7 +38,7 @@ func TestWorkerPanicsReachTheCaller(t *testing.T) {
 	}
 	pop := panicky{base: base, bad: 5}
 	params := make([]float32, m.NumParams())
-	f := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 1, LR: 0.1}, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 3, Rounds: 1}
+	f := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 1, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 3, Rounds: 1}
 	_, err = f.Round(context.Background(), 1, params, pop, []int{0, 1, 2, 3, 4, 5, 6, 7}, 8)
 	var pe *PanicError
 	if !errors.As(err, &pe) || pe.Value != "injected failure" || len(pe.Stack) == 0 {

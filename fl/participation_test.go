@@ -69,8 +69,8 @@ func TestTargetAndDeadline(t *testing.T) {
 	}
 	sorted := slices.Sorted(slices.Values(times))
 	run := func(target int, deadline float64) RoundStats {
-		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
-			Aggregate: WeightedMean{}, Seed: 3, RoundTime: &rt, Target: target, DeadlineSeconds: deadline}
+		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
+			Aggregate: WeightedMean{}, Seed: 3, Simulation: Simulation{RoundTime: &rt, Target: target, DeadlineSeconds: deadline}}
 		st, err := alg.Round(t.Context(), 1, make([]float32, m.NumParams()), fed, cohort, 8)
 		if err != nil {
 			t.Fatal(err)
@@ -102,7 +102,7 @@ func TestDropoutsOnlyRemoveClippedUpdates(t *testing.T) {
 	m, _ := model.New("logreg", 784, 10)
 	const clip = 0.05
 	sum := func(cohort []int) []float64 {
-		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
+		alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
 			Aggregate: &GaussianAggregator{Params: dp.Params{ClipNorm: clip}, Rand: rand.New(rand.NewPCG(1, 1))}, Workers: 1, Seed: 4}
 		params := make([]float32, m.NumParams())
 		if _, err := alg.Round(t.Context(), 1, params, fed, cohort, 1); err != nil {

@@ -73,7 +73,7 @@ func TestFedSGDQuadraticConvergesToClosedForm(t *testing.T) {
 		}
 	}
 	alg := &FedAvg{Model: quadratic{d}, Client: ClientConfig{Epochs: 1, BatchSize: 1, LR: 0.3},
-		Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}
+		Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}
 	x := make([]float32, d)
 	all := fed.ClientIDs()
 	for r := 1; r <= 400; r++ {

@@ -5,7 +5,9 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/secagg"
 )
 
 // The Field Guide's worked numbers: a client of 100 examples, E = 1, at
@@ -66,8 +68,8 @@ func TestRoundEstimate(t *testing.T) {
 	m, _ := model.New("logreg", 784, 10)
 	rt := DefaultRoundTimeModel()
 	rt.ComputeRatio = 0
-	alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: &SGD{LR: 1},
-		Aggregate: WeightedMean{}, Seed: 1, RoundTime: &rt}
+	alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
+		Aggregate: WeightedMean{}, Seed: 1, Simulation: Simulation{RoundTime: &rt}}
 	params := make([]float32, m.NumParams())
 	st, err := alg.Round(t.Context(), 1, params, fed, []int{1, 2, 3}, 3)
 	if err != nil {
@@ -77,5 +79,33 @@ func TestRoundEstimate(t *testing.T) {
 	floor := bytes/0.75e6 + bytes/0.25e6 + 10
 	if !(st.EstimatedSeconds >= floor && st.EstimatedSeconds < floor+1) {
 		t.Fatalf("estimate %v s, want %v s plus the server's time", st.EstimatedSeconds, floor)
+	}
+}
+
+// Under secure aggregation a client uploads the protocol's traffic, not
+// its d float32s: with a 1 byte/s uplink and nothing else slow, the
+// estimate is that traffic in seconds (plus the server's time, < 1 s).
+func TestRoundEstimateUploadsTheSecureAggregationTraffic(t *testing.T) {
+	ds := blobs(200, 9)
+	fed := population(t, ds, 10)
+	m, _ := model.New("logreg", 784, 10)
+	rt := RoundTimeModel{DownBandwidth: 1e15, UpBandwidth: 1}
+	agg := &SecureAggregator{Params: dp.Params{ClipNorm: 1}, MinClients: 2, Rand: rand.New(rand.NewPCG(1, 2)), Workers: 1}
+	alg := &FedAvg{Model: m, Client: ClientConfig{Epochs: 1, BatchSize: 10, LR: 0.1}, Server: ServerUpdate{Optimizer: &SGD{LR: 1}},
+		Aggregate: agg, Seed: 1, Simulation: Simulation{RoundTime: &rt}}
+	st, err := alg.Round(t.Context(), 1, make([]float32, m.NumParams()), fed, []int{1, 2, 3, 4}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.SecAgg == nil {
+		t.Fatal("no secure aggregation instance ran")
+	}
+	d := m.NumParams()
+	sent := float64(secagg.ClientTraffic(st.SecAgg.Neighbors, d).Sent)
+	if sent <= 4*float64(d) {
+		t.Fatalf("protocol traffic %v bytes, not more than the plain upload %d: the test cannot tell them apart", sent, 4*d)
+	}
+	if !(st.EstimatedSeconds >= sent && st.EstimatedSeconds < sent+1) {
+		t.Fatalf("estimate %v s, want the protocol's %v bytes at 1 byte/s", st.EstimatedSeconds, sent)
 	}
 }

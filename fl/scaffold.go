@@ -19,14 +19,25 @@ import (
 // It is not combined with DP: c_i depends on client i's data in every
 // round it took part in, and the server's c aggregates them unclipped and
 // without noise, outside what DP-FedAvg's analysis covers.
+//
+// A *Scaffold is a ClientVariant (FedAvg.Variant, or FedAvg.Scaffold).
 type Scaffold struct {
 	// N is the population size, the 1/N of the server's c update.
 	N int
 
-	mu  sync.Mutex
-	c   []float32
-	ci  map[int][]float32
-	sum []float32 // Σ (c_i⁺ − c_i) of the round so far
+	mu   sync.Mutex // guards ci: workers read it while another client's c_i is written
+	c    []float32
+	ci   map[int][]float32
+	sum  []float32   // Σ (c_i⁺ − c_i) of the round so far
+	corr [][]float32 // each worker's c − c_i
+}
+
+func (s *Scaffold) setup(d, workers int, _ ClientConfig) {
+	s.init(d)
+	s.corr = make([][]float32, workers)
+	for w := range s.corr {
+		s.corr[w] = make([]float32, d)
+	}
 }
 
 func (s *Scaffold) init(d int) {
@@ -38,8 +49,10 @@ func (s *Scaffold) init(d int) {
 	}
 }
 
-// correction writes c − c_i into dst.
-func (s *Scaffold) correction(dst []float32, id int) {
+// beforeTraining returns c − c_i in worker w's buffer: the correction of
+// every local gradient of client id.
+func (s *Scaffold) beforeTraining(w, id int) []float32 {
+	dst := s.corr[w]
 	s.mu.Lock()
 	ci := s.ci[id]
 	s.mu.Unlock()
@@ -49,12 +62,14 @@ func (s *Scaffold) correction(dst []float32, id int) {
 			dst[j] -= v
 		}
 	}
+	return dst
 }
 
-// clientDone applies option II's c_i update for client id after k ≥ 1
+// afterTraining applies option II's c_i update for client id after k ≥ 1
 // local steps at rate lr with update delta, and adds c_i⁺ − c_i to the
-// round's sum. Safe for concurrent use by the workers.
-func (s *Scaffold) clientDone(id int, delta []float32, k int, lr float32) {
+// round's sum (in cohort order, so the sum does not depend on the
+// workers).
+func (s *Scaffold) afterTraining(id int, delta []float32, k int, lr float32) float64 {
 	inv := 1 / (float32(k) * lr)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -68,10 +83,13 @@ func (s *Scaffold) clientDone(id int, delta []float32, k int, lr float32) {
 		ci[j] += diff
 		s.sum[j] += diff
 	}
+	return 0
 }
 
-// serverDone adds (1/N)·Σ(c_i⁺ − c_i) to c and clears the sum.
-func (s *Scaffold) serverDone() {
+func (s *Scaffold) beforeServerStep([]float32, float64) {}
+
+// afterRound adds (1/N)·Σ(c_i⁺ − c_i) to c and clears the sum.
+func (s *Scaffold) afterRound() {
 	f := 1 / float32(s.N)
 	for j, v := range s.sum {
 		s.c[j] += f * v

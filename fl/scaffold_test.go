@@ -74,8 +74,8 @@ func TestScaffoldRemovesClientDrift(t *testing.T) {
 	const d, K, lr = 3, 10, 0.15
 	fed, a, c := quadratics(t, d, []int{1, 1, 1, 1, 1}, 21)
 	cfg := ClientConfig{Epochs: K, BatchSize: 1, LR: lr}
-	fedavg := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}, fed, d, 300)
-	scaffold := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 2, Seed: 1,
+	fedavg := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}, fed, d, 300)
+	scaffold := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 2, Seed: 1,
 		Scaffold: &Scaffold{N: 5}}, fed, d, 300)
 	for j := range d {
 		var sa, sac, sb, sbc float64
@@ -103,8 +103,8 @@ func TestScaffoldFirstRoundIsFedAvg(t *testing.T) {
 	fed := population(t, ds, 5)
 	m, _ := model.New("logreg", 784, 10)
 	cfg := ClientConfig{Epochs: 2, BatchSize: 10, LR: 0.1}
-	plain := runRounds(t, &FedAvg{Model: m, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 4}, fed, m.NumParams(), 1)
-	sc := runRounds(t, &FedAvg{Model: m, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 4, Scaffold: &Scaffold{N: 5}}, fed, m.NumParams(), 1)
+	plain := runRounds(t, &FedAvg{Model: m, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 4}, fed, m.NumParams(), 1)
+	sc := runRounds(t, &FedAvg{Model: m, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 4, Scaffold: &Scaffold{N: 5}}, fed, m.NumParams(), 1)
 	for i := range plain {
 		if plain[i] != sc[i] {
 			t.Fatalf("param %d: SCAFFOLD %v, FedAvg %v", i, sc[i], plain[i])
@@ -121,8 +121,8 @@ func TestFedNovaFixesObjectiveInconsistency(t *testing.T) {
 	copies := []int{1, 2, 4, 8}
 	fed, a, c := quadratics(t, d, copies, 33)
 	cfg := ClientConfig{Epochs: 1, BatchSize: 1, LR: lr}
-	avg := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}, fed, d, 3000)
-	nova := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: &SGD{LR: 1}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1, Normalize: true}, fed, d, 3000)
+	avg := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1}, fed, d, 3000)
+	nova := runRounds(t, &FedAvg{Model: quadratic{d}, Client: cfg, Server: ServerUpdate{Optimizer: &SGD{LR: 1}}, Aggregate: WeightedMean{}, Workers: 1, Seed: 1, Variant: &FedNova{}}, fed, d, 3000)
 	for j := range d {
 		var s1, s1c, s2, s2c float64
 		for i, m := range copies {
@@ -147,9 +147,9 @@ func TestFedNovaFixesObjectiveInconsistency(t *testing.T) {
 func TestScaffoldStateRoundTrip(t *testing.T) {
 	s := &Scaffold{N: 3}
 	s.init(4)
-	s.clientDone(2, []float32{1, 2, 3, 4}, 2, 0.5)
-	s.clientDone(7, []float32{-1, 0, 1, 0}, 1, 0.5)
-	s.serverDone()
+	s.afterTraining(2, []float32{1, 2, 3, 4}, 2, 0.5)
+	s.afterTraining(7, []float32{-1, 0, 1, 0}, 1, 0.5)
+	s.afterRound()
 	b := s.MarshalState()
 	var r Scaffold
 	if err := r.UnmarshalState(b); err != nil {

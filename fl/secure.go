@@ -1,13 +1,11 @@
 package fl
 
 import (
+	"context"
 	crand "crypto/rand"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
-	"sync"
 
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/secagg"
@@ -133,8 +131,8 @@ type SecureAggregator struct {
 	Rand *rand.Rand
 	// Dropouts draws the simulated dropouts (simulation randomness).
 	Dropouts *rand.Rand
-	// Workers runs the clients' protocol steps in parallel (≤ 0:
-	// GOMAXPROCS).
+	// Workers bounds the simulated clients running their protocol steps
+	// at once and the server's unmasking goroutines (≤ 0: GOMAXPROCS).
 	Workers int
 	// Attempt is copied into the stats (the runner numbers retries).
 	Attempt int
@@ -182,25 +180,18 @@ func (h *heldInputs) Reset() {
 	h.deltas = h.deltas[:0]
 }
 
-// simulated dropout stages: a client drops before the stage's message.
-const (
-	dropNever = iota
-	dropBeforeShareKeys
-	dropBeforeMaskedInput
-	dropBeforeUnmask
-)
-
-// Release runs one protocol instance among the held inputs. It returns
-// an error wrapping secagg.ErrTooFewSurvivors when the instance aborts
-// (too few clients or survivors): nothing is released, and the caller may
-// retry the round with a fresh cohort.
+// Release runs one protocol instance among the held inputs: each input's
+// simulated client is run by a secagg.ClientDriver and the server by a
+// secagg.ServerDriver, in memory (secagg.Memory). It returns an error
+// wrapping secagg.ErrTooFewSurvivors when the instance aborts (too few
+// clients or survivors): nothing is released, and the caller may retry the
+// round with a fresh cohort.
 func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected float64) (AggregateStats, error) {
 	var inputs [][]float32
 	for _, a := range accs {
 		inputs = append(inputs, a.(*heldInputs).deltas...)
 	}
-	d := len(dst)
-	n := len(inputs)
+	d, n := len(dst), len(inputs)
 	st := AggregateStats{Clients: n}
 	if n < max(s.MinClients, 2) {
 		return st, fmt.Errorf("fl: %d clients reported, secure aggregation needs %d: %w", n, max(s.MinClients, 2), secagg.ErrTooFewSurvivors)
@@ -213,92 +204,17 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if err != nil {
 		return st, err
 	}
-	var session [16]byte
-	if _, err := crand.Read(session[:]); err != nil {
+	session := make([]byte, 16)
+	if _, err := crand.Read(session); err != nil {
 		return st, err
 	}
-	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session[:], Dim: d, MinClients: s.MinClients, DropoutRate: s.DropoutRate})
+	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: d, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
 	if err != nil {
 		return st, err
 	}
-	drop := make([]int, n)
-	for i := range drop {
-		if s.DropoutRate > 0 && s.Dropouts.Float64() < s.DropoutRate {
-			drop[i] = dropBeforeShareKeys + s.Dropouts.IntN(3)
-		}
-	}
-	clients := make([]*secagg.Client, n)
-	for i := range clients {
-		c, adv, err := secagg.NewClient(secagg.ClientID(i+1), session[:], crand.Reader)
-		if err != nil {
-			return st, err
-		}
-		clients[i] = c
-		if err := srv.Advertise(adv); err != nil {
-			return st, err
-		}
-	}
-	if err := srv.CloseAdvertise(); err != nil {
-		return st, err
-	}
-	params := srv.Params()
-	alive := func(stage int) func(i int) bool {
-		return func(i int) bool { return drop[i] == dropNever || drop[i] > stage }
-	}
-	err = s.each(n, alive(dropBeforeShareKeys), func(i int, _ *worker32) error {
-		keys, err := srv.Keys(secagg.ClientID(i + 1))
-		if err != nil {
-			return err
-		}
-		msg, err := clients[i].ShareKeys(keys)
-		if err != nil {
-			return err
-		}
-		return srv.ShareKeys(msg)
-	})
-	if err != nil {
-		return st, err
-	}
-	if err := srv.CloseShareKeys(); err != nil {
-		return st, err
-	}
-	// The server learns only the sum: no per-client norm or clipping
-	// statistic is collected here, even in simulation.
-	err = s.each(n, alive(dropBeforeMaskedInput), func(i int, w *worker32) error {
-		shares, err := srv.Shares(secagg.ClientID(i + 1))
-		if err != nil {
-			return err
-		}
-		if _, err := EncodeSecureInput(w.buf(d), inputs[i], s.Params.ClipNorm, enc, w.rng); err != nil {
-			return err
-		}
-		msg, err := clients[i].MaskedInput(shares, w.enc)
-		if err != nil {
-			return err
-		}
-		return srv.MaskedInput(msg)
-	})
-	if err != nil {
-		return st, err
-	}
-	if err := srv.CloseMaskedInput(); err != nil {
-		return st, err
-	}
-	err = s.each(n, alive(dropBeforeUnmask), func(i int, _ *worker32) error {
-		req, err := srv.UnmaskRequest(secagg.ClientID(i + 1))
-		if err != nil {
-			return err
-		}
-		msg, err := clients[i].Unmask(req)
-		if err != nil {
-			return err
-		}
-		return srv.Unmask(msg)
-	})
-	if err != nil {
-		return st, err
-	}
-	res, err := srv.Finish()
+	mem := &secagg.Memory{Server: srv, Clients: s.clients(inputs, session, enc), Workers: s.Workers, Drop: s.dropouts(n)}
+	driver := &secagg.ServerDriver{Server: srv, Transport: mem, Clients: n}
+	res, err := driver.Run(context.Background())
 	if err != nil {
 		return st, err
 	}
@@ -308,70 +224,53 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	}
 	ReleaseSecureSum(dst, make([]float64, d), res.Sum, enc, s.Params, denom, s.Rand)
 	st.Clients = len(res.Survivors)
-	st.SecAgg = &SecAggStats{
-		Clients: n, Survivors: len(res.Survivors), Dropped: len(res.Dropped),
-		Neighbors: params.Neighbors, Threshold: params.Threshold, FracBits: enc.FracBits, Attempt: s.Attempt,
-	}
+	st.SecAgg = NewSecAggStats(res, enc, s.Attempt)
 	return st, nil
 }
 
-// worker32 is one protocol worker's scratch: the encoded input and its own
-// secure generator for stochastic rounding.
-type worker32 struct {
-	enc []uint32
-	rng *rand.Rand
+// NewSecAggStats describes a finished instance: its result, encoding and
+// attempt number. |U1| is the survivors and the dropped together.
+func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAggStats {
+	return &SecAggStats{
+		Clients: len(res.Survivors) + len(res.Dropped), Survivors: len(res.Survivors), Dropped: len(res.Dropped),
+		Neighbors: res.Params.Neighbors, Threshold: res.Params.Threshold, FracBits: enc.FracBits, Attempt: attempt,
+	}
 }
 
-func (w *worker32) buf(d int) []uint32 {
-	if cap(w.enc) < d {
-		w.enc = make([]uint32, d)
+// clients are the simulated clients of one instance, IDs 1..n: client i
+// encodes inputs[i] (EncodeSecureInput, with its own secure generator for
+// the stochastic rounding) when its masked_input step asks, so that only
+// the inputs being masked at the moment are held encoded. The server
+// learns only the sum: no per-client norm or clipping statistic is
+// collected here, even in simulation. Each client runs on one goroutine;
+// secagg.Memory runs Workers of them at once.
+func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding) []*secagg.ClientDriver {
+	out := make([]*secagg.ClientDriver, len(inputs))
+	for i := range out {
+		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
+			Input: func(context.Context) ([]uint32, error) {
+				rng, err := dp.NewSecureRand()
+				if err != nil {
+					return nil, err
+				}
+				x := make([]uint32, len(inputs[i]))
+				_, err = EncodeSecureInput(x, inputs[i], s.Params.ClipNorm, enc, rng)
+				return x, err
+			}}
 	}
-	w.enc = w.enc[:d]
-	return w.enc
+	return out
 }
 
-// each runs f for every client i < n with keep(i), on parallel workers,
-// and returns the first error.
-func (s *SecureAggregator) each(n int, keep func(int) bool, f func(i int, w *worker32) error) error {
-	workers := s.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-	next := make(chan int)
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for k := range workers {
-		rng, err := dp.NewSecureRand()
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				// A panic here would end the process: return it as the
-				// worker's error, and keep taking clients so that the
-				// sender finishes.
-				if p := recover(); p != nil {
-					errs[k] = newPanicError(p)
-					for range next {
-					}
-				}
-			}()
-			w := &worker32{rng: rng}
-			for i := range next {
-				if errs[k] == nil {
-					errs[k] = f(i, w)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		if keep(i) {
-			next <- i
+// dropouts draws the simulated dropouts, in client order: with probability
+// DropoutRate a client drops before share_keys, masked_input or unmask,
+// uniformly (from Dropouts). The result tells secagg.Memory who is gone.
+func (s *SecureAggregator) dropouts(n int) func(i int, st secagg.Stage) bool {
+	at := make([]secagg.Stage, n)
+	for i := range at {
+		at[i] = secagg.Stage(len(secagg.Stages)) // never
+		if s.DropoutRate > 0 && s.Dropouts.Float64() < s.DropoutRate {
+			at[i] = secagg.StageShareKeys + secagg.Stage(s.Dropouts.IntN(3))
 		}
 	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	return func(i int, st secagg.Stage) bool { return st >= at[i] }
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 // Secure aggregation aborts an attempt when too few clients reach its
@@ -44,14 +45,14 @@ import (
 // adjacency both neighbours sample the same user IDs and draw the same
 // seeded availability and dropouts, so whether an attempt aborts does not
 // depend on any user's data.
-func abortProbability(s Spec) float64 {
+func abortProbability(s types.Spec) float64 {
 	if s.Sampling.Scheme == "fixed" {
 		return 0
 	}
 	m := max(s.SecAgg.MinClients, 2)
 	keep := (1 - s.Participation.DiurnalAmplitude) * (1 - s.Participation.DropoutRate)
-	rate, _ := s.analysed()
-	return binomialBelow(s.Population.Clients-1, rate*keep, m)
+	rate, _ := analysed(s)
+	return binomialBelow(s.Population.Size-1, rate*keep, m)
 }
 
 // binomialBelow is P[Bin(n, p) < m], summed in log space (exact up to
@@ -78,7 +79,7 @@ func binomialBelow(n int, p float64, m int) float64 {
 
 // abortDelta is the δ that secure aggregation's aborts cost the job
 // (AbortDelta, above), or a *ValidationError when it exceeds half of δ.
-func abortDelta(s Spec) (float64, error) {
+func abortDelta(s types.Spec) (float64, error) {
 	if !s.DP.Enabled || !s.SecureAggregation || s.Population.Source == "devices" {
 		return 0, nil
 	}
@@ -92,9 +93,9 @@ func abortDelta(s Spec) (float64, error) {
 	}
 	slack := (1 + math.Exp(rep.Epsilon())) * float64(s.Rounds) * p
 	if !(slack <= s.DP.Delta/2) {
-		return 0, &ValidationError{Field: "secagg.min_clients", Rule: fmt.Sprintf(
+		return 0, NewValidationError("secagg.min_clients", types.RuleConflict, fmt.Sprintf(
 			"a round's secure aggregation aborts with probability up to %.3g (fewer than %d clients report), and the abort and its retry depend on who was sampled; over %d rounds that costs δ ≥ %.3g, more than half of dp.delta = %g; raise the sampling rate or lower secagg.min_clients",
-			p, max(s.SecAgg.MinClients, 2), s.Rounds, slack, s.DP.Delta)}
+			p, max(s.SecAgg.MinClients, 2), s.Rounds, slack, s.DP.Delta))
 	}
 	return slack, nil
 }

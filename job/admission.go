@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl/model"
 )
 
@@ -59,7 +60,7 @@ func (e memoryEstimate) Total() int64 {
 }
 
 // culprit is the field that most drives the estimate, and what it sizes.
-func (e memoryEstimate) culprit(spec Spec) (field, what string) {
+func (e memoryEstimate) culprit(spec types.Spec) (field, what string) {
 	field, what, most := "model", fmt.Sprintf("copies of the %s model's parameters", spec.Model), e.WorkerModels+e.Server
 	if e.Eval > most {
 		field, what, most = "model", fmt.Sprintf("the evaluation's activations of the %s model at %d examples on every worker (the server's --workers)", spec.Model, evalChunk), e.Eval
@@ -71,7 +72,7 @@ func (e memoryEstimate) culprit(spec Spec) (field, what string) {
 		field, what, most = e.HeldField, "the cohort's updates, all held until the round aggregates (secure aggregation or over-selection)", e.Held
 	}
 	if e.Scaffold > most {
-		field, what = "population.clients", fmt.Sprintf("SCAFFOLD's control variates, one model per client of %d", spec.Population.Clients)
+		field, what = "population.size", fmt.Sprintf("SCAFFOLD's control variates, one model per client of %d", spec.Population.Size)
 	}
 	return field, what
 }
@@ -112,7 +113,7 @@ const (
 
 // estimateMemory estimates spec's peak memory with model mdl and workers
 // training workers (≤ 0: GOMAXPROCS, as fl does).
-func estimateMemory(spec Spec, mdl model.Model, workers int) memoryEstimate {
+func estimateMemory(spec types.Spec, mdl model.Model, workers int) memoryEstimate {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
@@ -159,8 +160,8 @@ func estimateMemory(spec Spec, mdl model.Model, workers int) memoryEstimate {
 	b := int64(spec.Client.BatchSize)
 	e.Activations = w * (f32*b*(act+dim) + b + bookkeeping) // workspace, gathered features, labels
 
-	sampler, target := spec.sampler(spec.Population.Clients)
-	cohort := int64(cohortBound(sampler, spec.Population.Clients))
+	sampler, target := specSampler(spec, spec.Population.Size)
+	cohort := int64(cohortBound(sampler, spec.Population.Size))
 	e.HeldField = "sampling.rate"
 	if spec.Sampling.Scheme == "fixed" {
 		e.HeldField = "sampling.cohort_size"
@@ -179,7 +180,7 @@ func estimateMemory(spec Spec, mdl model.Model, workers int) memoryEstimate {
 	}
 	if spec.Algorithm == "scaffold" {
 		// c, the round's Σ(c_i⁺ − c_i), and c_i for every client seen.
-		e.Scaffold = f32 * (2 + int64(spec.Population.Clients)) * d
+		e.Scaffold = f32 * (2 + int64(spec.Population.Size)) * d
 	}
 	return e
 }
@@ -188,7 +189,7 @@ func estimateMemory(spec Spec, mdl model.Model, workers int) memoryEstimate {
 // exceeds the manager's MaxJobMemory (no bound when ≤ 0), with a
 // *ValidationError naming the field most responsible, the estimate and
 // the limit.
-func (m *Manager) checkMemory(spec Spec, mdl model.Model) error {
+func (m *Manager) checkMemory(spec types.Spec, mdl model.Model) error {
 	limit := m.limits.MaxJobMemory
 	if limit <= 0 {
 		return nil
@@ -199,9 +200,9 @@ func (m *Manager) checkMemory(spec Spec, mdl model.Model) error {
 		return nil
 	}
 	field, what := e.culprit(spec)
-	return &ValidationError{Field: field, Rule: fmt.Sprintf(
+	return NewValidationError(field, types.RuleCapacity, fmt.Sprintf(
 		"the job's estimated peak memory is %s, above this server's limit of %s per job (--max-job-memory); most of it is %s: lower %s",
-		formatBytes(total), formatBytes(limit), what, field)}
+		formatBytes(total), formatBytes(limit), what, field))
 }
 
 // formatBytes writes n bytes in binary units (KiB, MiB, GiB, TiB).

@@ -4,7 +4,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/dpfl/dpfl/storage"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 // BenchmarkMillionUsers is issue 7's scale target: a 1,000,000-user
@@ -17,17 +17,17 @@ import (
 // shows where a round's time goes. It reports rounds/s and the final test
 // accuracy.
 func BenchmarkMillionUsers(b *testing.B) {
-	m := manager(b)
+	m := realManager(b)
 	for b.Loop() {
 		s := DefaultSpec()
-		s.Population = PopulationSpec{Source: "simulated", Clients: 1_000_000, Partition: "dirichlet", DirichletAlpha: 1,
+		s.Population = types.PopulationSpec{Source: "simulated", Size: 1_000_000, Partition: "dirichlet", DirichletAlpha: 1,
 			OnDemand: true, SizeMu: math.Log(20), SizeSigma: 1, MaxExamples: 500, EvalUserFraction: 0.01}
 		s.Sampling.Rate = 0.001
 		s.Rounds = 50
 		s.EvalEvery = 25
 		s.DP.Delta = 1e-7
 		st := runToEnd(b, m, s)
-		if st.State != storage.StateCompleted {
+		if st.State != types.StateCompleted {
 			b.Fatalf("%s: %s", st.State, st.Message)
 		}
 		b.ReportMetric(float64(s.Rounds)/b.Elapsed().Seconds(), "rounds/s")

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -12,28 +13,15 @@ import (
 	"sync"
 
 	"github.com/dpfl/dpfl/accounting/empirical"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/internal/parallel"
 	"github.com/dpfl/dpfl/simd"
 	"github.com/dpfl/dpfl/storage"
 )
-
-// AuditSpec configures a DP job's empirical privacy estimate: canary
-// clients in the manner of Andrew, Kairouz, Oh, Oprea, McMahan and
-// Suriyakumar (ICLR 2024, "One-shot Empirical Privacy Estimation for
-// Federated Learning"). README.md and docs/auditing.md ("Canaries")
-// document the fields, what the estimate means and what it costs.
-type AuditSpec struct {
-	// Canaries is k, the number of canary clients inserted into training
-	// (0: no audit), at most MaxCanaries.
-	Canaries int `json:"canaries"`
-	// HeldOut is k', the number of canary directions never inserted, whose
-	// statistic is the null distribution (0: as many as Canaries), at
-	// most MaxCanaries.
-	HeldOut int `json:"held_out,omitempty"`
-}
 
 // MaxCanaries bounds audit.canaries and audit.held_out. The estimate
 // draws (k + k')·d Gaussian coordinates once, when the job's privacy
@@ -41,39 +29,11 @@ type AuditSpec struct {
 const MaxCanaries = 10_000
 
 // heldOut is k', with its default k.
-func (a AuditSpec) heldOut() int {
+func auditHeldOut(a types.AuditSpec) int {
 	if a.HeldOut == 0 {
 		return a.Canaries
 	}
 	return a.HeldOut
-}
-
-// validateAudit checks the audit section (Spec.Validate calls it once
-// the DP, population and secure aggregation fields have passed).
-func (s Spec) validateAudit() error {
-	a := s.Audit
-	bad := func(field, format string, args ...any) error {
-		return &ValidationError{Field: field, Rule: fmt.Sprintf(format, args...)}
-	}
-	switch {
-	case a.Canaries < 0 || a.Canaries > MaxCanaries:
-		return bad("audit.canaries", "must be in [0, %d] (0: no canaries), got %d", MaxCanaries, a.Canaries)
-	case a.HeldOut < 0 || a.HeldOut > MaxCanaries:
-		return bad("audit.held_out", "must be in [0, %d] (0: as many as audit.canaries), got %d", MaxCanaries, a.HeldOut)
-	case a.Canaries == 0 && a.HeldOut > 0:
-		return bad("audit.held_out", "needs audit.canaries > 0")
-	case a.Canaries == 0:
-		return nil
-	case a.Canaries < 2:
-		return bad("audit.canaries", "must be at least 2: the estimate fits a Gaussian to the inserted canaries (1000 or more give a useful interval), got %d", a.Canaries)
-	case a.heldOut() < 2:
-		return bad("audit.held_out", "must be at least 2: the estimate fits a Gaussian to the held-out canaries (1000 or more give a useful interval), got %d", a.HeldOut)
-	case !s.DP.Enabled:
-		return bad("audit.canaries", "needs dp.enabled: the empirical ε is checked against the job's analytical ε, and without noise the canaries would only pull the model off course")
-	case s.Population.Source == "devices":
-		return bad("audit.canaries", "needs a simulated population: canaries are clients the server simulates in its own rounds, and a devices job's rounds are what the devices send")
-	}
-	return nil
 }
 
 // canaryKeySetting is the settings key of a job's canary secret: 32
@@ -144,8 +104,8 @@ func (k canaryKey) direction(j int, dst []float32) {
 // its participations over the rounds are Binomial(T, K/N), as are a
 // user's. Canaries are never unavailable, dropped, late or stragglers:
 // they are the worst-case user, who always reports.
-func (s Spec) canaryRate(n int) float64 {
-	sampler, _ := s.sampler(n)
+func canaryRate(s types.Spec, n int) float64 {
+	sampler, _ := specSampler(s, n)
 	switch sm := sampler.(type) {
 	case fl.Poisson:
 		return sm.Q
@@ -159,7 +119,7 @@ func (s Spec) canaryRate(n int) float64 {
 // canaries is job id's canary clients over n users, drawn with a
 // participation stream of their own (dp.NewSecureRand, never the users'
 // sampling stream), their directions from the job's canary secret.
-func (m *Manager) canaries(id string, spec Spec, n int) (*fl.Canaries, error) {
+func (m *Manager) canaries(id string, spec types.Spec, n int) (*fl.Canaries, error) {
 	key, _, err := m.canaryKey(id, true)
 	if err != nil {
 		return nil, err
@@ -168,7 +128,7 @@ func (m *Manager) canaries(id string, spec Spec, n int) (*fl.Canaries, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fl.Canaries{K: spec.Audit.Canaries, Rate: spec.canaryRate(n), ClipNorm: spec.DP.ClipNorm, Direction: key.direction, Rand: r}, nil
+	return &fl.Canaries{K: spec.Audit.Canaries, Rate: canaryRate(spec, n), ClipNorm: spec.DP.ClipNorm, Direction: key.direction, Rand: r}, nil
 }
 
 // noiseFactor is the test-only noiseScale, 1 when unset.
@@ -184,62 +144,6 @@ func (m *Manager) noiseFactor() float64 {
 // audit can recompute it).
 func initParams(mdl model.Model, params []float32, seed uint64) {
 	mdl.Init(params, mrand.New(mrand.NewPCG(seed, 0x1a17)))
-}
-
-// EmpiricalEpsilon is the canary audit of a DP job (audit.canaries > 0):
-// the empirical ε of Andrew et al. 2024 next to the analytical ε of the
-// privacy report. The statistic of canary j is the cosine between the
-// final model delta θ_T − θ_0 and its direction c_j; Gaussians are fitted
-// to the cosines of the k inserted and the k' held-out canaries and ε is
-// the (ε, δ) distance between the two at the report's δ
-// (empirical.EstimateEpsilon). It is a function of the released model,
-// the public initial model and directions drawn from a server secret
-// independent of the users' data, so it releases nothing more about them.
-type EmpiricalEpsilon struct {
-	// Estimate is the point estimate; Lower and Upper bound its interval
-	// at Confidence. Absent until the job has ended; capped at 10⁴ (said
-	// in Note) when the canaries are separated beyond what the estimator
-	// resolves.
-	Estimate *float64 `json:"estimate,omitempty"`
-	Lower    *float64 `json:"lower,omitempty"`
-	Upper    *float64 `json:"upper,omitempty"`
-	// Confidence is the interval's nominal coverage.
-	Confidence float64 `json:"confidence,omitempty"`
-	// Delta is the δ of the estimate, the analytical ε's.
-	Delta float64 `json:"delta,omitempty"`
-	// Canaries and HeldOut are k and k'.
-	Canaries int `json:"canaries"`
-	HeldOut  int `json:"held_out"`
-	// Round is the round of the model the estimate is of; Dimension its
-	// number of parameters d.
-	Round     int `json:"round,omitempty"`
-	Dimension int `json:"dimension,omitempty"`
-	// Method names the statistic, the fit and the interval.
-	Method string `json:"method"`
-	// Fit holds the fitted Gaussians and intervals behind the estimate.
-	Fit *CanaryFit `json:"fit,omitempty"`
-	// Alarm is set when Lower exceeds the analytical ε: the canaries reveal
-	// more than the ledger allows, which means an implementation bug
-	// (docs/auditing.md, "Canaries").
-	Alarm bool `json:"alarm"`
-	// Note says why there is no estimate, or qualifies it.
-	Note string `json:"note,omitempty"`
-}
-
-// CanaryFit is the fit behind an EmpiricalEpsilon: the cosines' means
-// and standard deviations, the standardised shift and standard deviation
-// ratio with their intervals, and NullStdSqrtD, the held-out canaries'
-// standard deviation times √d, which is 1 for directions uniform on the
-// sphere (their exact null has variance 1/d).
-type CanaryFit struct {
-	CanaryMean   float64    `json:"canary_mean"`
-	CanaryStd    float64    `json:"canary_std"`
-	NullMean     float64    `json:"null_mean"`
-	NullStd      float64    `json:"null_std"`
-	NullStdSqrtD float64    `json:"null_std_sqrt_d"`
-	Shift        [3]float64 `json:"shift"` // estimate, lower, upper
-	Ratio        [3]float64 `json:"ratio"` // estimate, lower, upper
-	Resamples    int        `json:"resamples"`
 }
 
 // auditConfidence is the coverage of the audit's interval, and so of its
@@ -268,7 +172,7 @@ type auditCache struct {
 type auditEntry struct {
 	mu   sync.Mutex
 	done bool
-	res  EmpiricalEpsilon
+	res  types.EmpiricalEpsilon
 }
 
 // entry returns the cache entry of job id at round.
@@ -292,12 +196,12 @@ func (c *auditCache) entry(id string, round int) *auditEntry {
 // The estimate is computed once the job has ended, at the first report,
 // and cached; a failure to compute it is a note, not an error, unless
 // the store is corrupt.
-func (m *Manager) empiricalEpsilon(s Status, eps *float64) (*EmpiricalEpsilon, error) {
+func (m *Manager) empiricalEpsilon(s types.Status, eps *float64) (*types.EmpiricalEpsilon, error) {
 	a := s.Spec.Audit
 	if a.Canaries == 0 {
 		return nil, nil
 	}
-	base := EmpiricalEpsilon{Canaries: a.Canaries, HeldOut: a.heldOut(), Method: canaryMethod}
+	base := types.EmpiricalEpsilon{Canaries: a.Canaries, HeldOut: auditHeldOut(a), Method: canaryMethod}
 	switch {
 	case !s.State.Terminal():
 		base.Note = "computed when the job ends, from its final model"
@@ -330,7 +234,7 @@ func (m *Manager) empiricalEpsilon(s Status, eps *float64) (*EmpiricalEpsilon, e
 
 // computeAudit computes the canary audit of ended job s from its final
 // checkpoint, its initial model and its canary secret.
-func (m *Manager) computeAudit(s Status, out EmpiricalEpsilon) (EmpiricalEpsilon, error) {
+func (m *Manager) computeAudit(s types.Status, out types.EmpiricalEpsilon) (types.EmpiricalEpsilon, error) {
 	key, ok, err := m.canaryKey(s.ID, false)
 	if err != nil {
 		return out, err
@@ -362,9 +266,12 @@ func (m *Manager) computeAudit(s Status, out EmpiricalEpsilon) (EmpiricalEpsilon
 	if !(norm > 0) || math.IsInf(norm, 0) {
 		return out, fmt.Errorf("the model delta θ_T − θ_0 has norm %v", norm)
 	}
-	k, kh := s.Spec.Audit.Canaries, s.Spec.Audit.heldOut()
-	cos := canaryCosines(key, delta, norm, k+kh, m.workers)
-	d64 := s.Spec.DP.AccountingDelta()
+	k, kh := s.Spec.Audit.Canaries, auditHeldOut(s.Spec.Audit)
+	cos, err := canaryCosines(key, delta, norm, k+kh, m.workers)
+	if err != nil {
+		return out, err
+	}
+	d64 := AccountingDelta(s.Spec.DP)
 	est, err := empirical.EstimateEpsilon(cos[:k], cos[k:], empirical.Options{
 		Delta: d64, Confidence: auditConfidence, Resamples: auditResamples, Rand: key.stream("dpfl canary bootstrap", 0)})
 	if err != nil {
@@ -381,7 +288,7 @@ func (m *Manager) computeAudit(s Status, out EmpiricalEpsilon) (EmpiricalEpsilon
 	}
 	out.Estimate, out.Lower, out.Upper = capped(est.Epsilon), capped(est.Lower), capped(est.Upper)
 	out.Confidence, out.Delta, out.Round, out.Dimension = est.Confidence, d64, ck.Round, d
-	out.Fit = &CanaryFit{
+	out.Fit = &types.CanaryFit{
 		CanaryMean: est.Canary.Mean, CanaryStd: est.Canary.Std, NullMean: est.Null.Mean, NullStd: est.Null.Std,
 		NullStdSqrtD: est.Null.Std * math.Sqrt(float64(d)),
 		Shift:        [3]float64{est.Shift, est.ShiftLower, est.ShiftUpper},
@@ -394,40 +301,28 @@ func (m *Manager) computeAudit(s Status, out EmpiricalEpsilon) (EmpiricalEpsilon
 // canaryCosines returns ⟨Δ, c_j⟩/‖Δ‖ for j = 0..n−1 on workers
 // goroutines (≤ 0: GOMAXPROCS). Each direction is generated as in
 // direction and consumed as it is drawn, in float64, without storing it.
-func canaryCosines(key canaryKey, delta []float32, norm float64, n, workers int) []float64 {
+func canaryCosines(key canaryKey, delta []float32, norm float64, n, workers int) ([]float64, error) {
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
 	out := make([]float64, n)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				r := key.stream("dpfl canary direction", uint64(j))
-				var dot, ss float64
-				for _, v := range delta {
-					x := r.NormFloat64()
-					dot += float64(v) * x
-					ss += x * x
-				}
-				out[j] = dot / (math.Sqrt(ss) * norm)
-			}
-		}()
-	}
-	for j := range n {
-		next <- j
-	}
-	close(next)
-	wg.Wait()
-	return out
+	err := parallel.For(context.Background(), workers, n, func(_, j int) error {
+		r := key.stream("dpfl canary direction", uint64(j))
+		var dot, ss float64
+		for _, v := range delta {
+			x := r.NormFloat64()
+			dot += float64(v) * x
+			ss += x * x
+		}
+		out[j] = dot / (math.Sqrt(ss) * norm)
+		return nil
+	})
+	return out, err
 }
 
 // jobModel is the job's model architecture over its dataset's
 // dimensions (a leaf dataset's are its files').
-func (m *Manager) jobModel(spec Spec) (model.Model, error) {
+func (m *Manager) jobModel(spec types.Spec) (model.Model, error) {
 	dim, classes := 0, 0
 	switch spec.Dataset {
 	case "synthetic":

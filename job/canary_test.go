@@ -2,12 +2,12 @@ package job
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/simd"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -30,9 +30,9 @@ import (
 // small. Measured shifts are 0.17, 0.70 and 1.6 for z = 4, 1 and 0.25,
 // each estimated to ±0.055 (one standard error), so the steps are 7 and
 // 11 standard errors. Each job takes about 2 s on two cores.
-func canarySpec(t *testing.T, z float64) Spec {
-	return small(t, func(s *Spec) {
-		s.Population.Clients = 600
+func canarySpec(t *testing.T, z float64) types.Spec {
+	return small(t, func(s *types.Spec) {
+		s.Population.Size = 600
 		s.Rounds, s.EvalEvery = 50, 50
 		s.Client.LR = 0.01
 		s.DP.NoiseMultiplier = z
@@ -42,10 +42,10 @@ func canarySpec(t *testing.T, z float64) Spec {
 
 // audited runs s to the end on m and returns its privacy report, which
 // must hold a computed empirical ε.
-func audited(t *testing.T, m *Manager, s Spec) (Status, PrivacyReport) {
+func audited(t *testing.T, m *Manager, s types.Spec) (types.Status, types.PrivacyReport) {
 	t.Helper()
 	st := runToEnd(t, m, s)
-	if st.State != storage.StateCompleted {
+	if st.State != types.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
 	rep, err := m.Privacy(st.ID)
@@ -59,7 +59,7 @@ func audited(t *testing.T, m *Manager, s Spec) (Status, PrivacyReport) {
 	return st, rep
 }
 
-func describeAudit(rep PrivacyReport) string {
+func describeAudit(rep types.PrivacyReport) string {
 	e := rep.EmpiricalEpsilon
 	return strings.Join([]string{
 		"ε " + ftoa(*rep.Epsilon),
@@ -74,8 +74,11 @@ func ftoa(x float64) string { b, _ := json.Marshal(math.Round(x*1000) / 1000); r
 // of a correct job (no alarm), and its fit sees held-out directions as
 // uniform on the sphere (null standard deviation 1/√d).
 func TestCanaryEstimateRisesAsNoiseFalls(t *testing.T) {
-	m := manager(t)
-	var last PrivacyReport
+	if testing.Short() {
+		t.Skip("slow: three 50-round audited jobs on Fashion-MNIST; runs in the full suite")
+	}
+	m := realManager(t)
+	var last types.PrivacyReport
 	for i, z := range []float64{4, 1, 0.25} {
 		_, rep := audited(t, m, canarySpec(t, z))
 		e := rep.EmpiricalEpsilon
@@ -107,7 +110,10 @@ func TestCanaryEstimateRisesAsNoiseFalls(t *testing.T) {
 // (z = 0.5, large ε) does not, and gives about the same empirical ε: the
 // estimate follows the noise actually added.
 func TestCanaryAlarm(t *testing.T) {
-	m := manager(t)
+	if testing.Short() {
+		t.Skip("slow: two 50-round audited jobs on Fashion-MNIST; runs in the full suite")
+	}
+	m := realManager(t)
 	m.noiseScale = 0.25
 	bugged := canarySpec(t, 2)
 	_, bad := audited(t, m, bugged)
@@ -137,22 +143,19 @@ func TestCanaryAlarm(t *testing.T) {
 // database gives the same report, and reading it twice gives the same
 // numbers. Before the job ends the report says when it comes.
 func TestCanariesReleaseNothingNew(t *testing.T) {
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
 	path := filepath.Join(t.TempDir(), "dpfl.db")
 	db, err := storage.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 2, Logger: slog.New(slog.DiscardHandler)})
-	spec := small(t, func(s *Spec) { s.Audit = AuditSpec{Canaries: 200, HeldOut: 300} })
-	plain := small(t, func(s *Spec) {})
+	m := managerOn(t, db, Options{FashionMNIST: fakeFashionMNIST(smallTrain)})
+	spec := small(t, func(s *types.Spec) { s.Audit = types.AuditSpec{Canaries: 200, HeldOut: 300} })
+	plain := small(t, func(s *types.Spec) {})
 
 	// A job that has not ended yet: no estimate, a note.
 	// Round 1 has committed when round 2 is about to start.
 	reached, gate := make(chan struct{}), make(chan struct{})
-	m.beforeRound = func(_ string, r int) {
+	m.beforeRound = func(_ context.Context, _ string, r int) {
 		if r == 2 {
 			close(reached)
 			<-gate
@@ -237,7 +240,7 @@ func TestCanariesReleaseNothingNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	m2 := NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 1, Logger: slog.New(slog.DiscardHandler)})
+	m2 := managerOn(t, db, Options{FashionMNIST: fakeFashionMNIST(smallTrain), Workers: 1})
 	restarted, err := m2.Privacy(j.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +300,10 @@ func TestCanaryDirections(t *testing.T) {
 	}
 	simd.Axpy(delta, 30, a) // a shift along canary 3
 	norm := simd.Norm2(delta)
-	cos := canaryCosines(k1, delta, norm, 5, 2)
+	cos, err := canaryCosines(k1, delta, norm, 5, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for j := range 5 {
 		k1.direction(j, c)
 		want := float64(simd.Dot(delta, c)) / norm
@@ -316,20 +322,20 @@ func TestCanaryDirections(t *testing.T) {
 // cohort.
 func TestCanaryRate(t *testing.T) {
 	for _, c := range []struct {
-		edit func(*Spec)
+		edit func(*types.Spec)
 		want float64
 	}{
-		{func(s *Spec) {}, 0.02},
-		{func(s *Spec) { s.Participation.OverSelection = 0.5 }, 0.03},
-		{func(s *Spec) { s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 120} }, 0.02},
-		{func(s *Spec) {
-			s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 100}
+		{func(s *types.Spec) {}, 0.02},
+		{func(s *types.Spec) { s.Participation.OverSelection = 0.5 }, 0.03},
+		{func(s *types.Spec) { s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 120} }, 0.02},
+		{func(s *types.Spec) {
+			s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 100}
 			s.Participation.OverSelection = 0.2
 		}, 0.02},
 	} {
 		s := DefaultSpec()
 		c.edit(&s)
-		if got := s.canaryRate(s.Population.Clients); math.Abs(got-c.want) > 1e-12 {
+		if got := canaryRate(s, s.Population.Size); math.Abs(got-c.want) > 1e-12 {
 			t.Errorf("%+v %+v: rate %v, want %v", s.Sampling, s.Participation, got, c.want)
 		}
 	}
@@ -351,7 +357,7 @@ func TestAuditSpecValidation(t *testing.T) {
 	for body, field := range cases {
 		s, err := ParseSpec([]byte(body))
 		if err == nil {
-			err = s.Validate(60000)
+			err = Validate(s, 60000)
 		}
 		var ve *ValidationError
 		if !errors.As(err, &ve) || ve.Field != field {
@@ -367,7 +373,7 @@ func TestAuditSpecValidation(t *testing.T) {
 	} {
 		s, err := ParseSpec([]byte(body))
 		if err == nil {
-			err = s.Validate(60000)
+			err = Validate(s, 60000)
 		}
 		if err != nil {
 			t.Errorf("%s: %v", body, err)
@@ -379,7 +385,7 @@ func TestAuditSpecValidation(t *testing.T) {
 // decoded aggregate, its own clients outside the protocol.
 func TestCanariesWithSecureAggregation(t *testing.T) {
 	m := manager(t)
-	_, rep := audited(t, m, small(t, func(s *Spec) {
+	_, rep := audited(t, m, small(t, func(s *types.Spec) {
 		s.Rounds, s.SecureAggregation, s.SecAgg.MinClients = 5, true, 5
 		s.Audit.Canaries = 100
 	}))
@@ -398,7 +404,7 @@ func TestCanariesWithSecureAggregation(t *testing.T) {
 //
 //	go test -run '^$' -bench CanaryDemo -benchtime 1x -timeout 30m ./job
 func BenchmarkCanaryDemo(b *testing.B) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "examples", "demo-job.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "demo-job.json"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -407,7 +413,7 @@ func BenchmarkCanaryDemo(b *testing.B) {
 		b.Fatal(err)
 	}
 	const reps = 5
-	m := manager(b)
+	m := realManager(b)
 	for b.Loop() {
 		for _, z := range []float64{0.5, 1, 2} {
 			var accWith, accWithout []float64
@@ -416,7 +422,7 @@ func BenchmarkCanaryDemo(b *testing.B) {
 					s := demo
 					s.DP.NoiseMultiplier, s.Audit.Canaries = z, k
 					st := runToEnd(b, m, s)
-					if st.State != storage.StateCompleted {
+					if st.State != types.StateCompleted {
 						b.Fatalf("%s: %s", st.State, st.Message)
 					}
 					acc := st.LatestTest.Test.Accuracy

@@ -6,13 +6,14 @@ import (
 	"os"
 	"time"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl/data"
 )
 
 // population builds the job's federated training data and the test split
 // its model is scored on. Devices keep their own data, so a devices job
 // has no population (nil) and is scored on Fashion-MNIST's test split.
-func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) {
+func (m *Manager) population(spec types.Spec) (data.Population, *data.Dataset, error) {
 	switch spec.Dataset {
 	case "leaf":
 		train, test, err := m.loadLEAF(spec, time.Time{})
@@ -22,7 +23,7 @@ func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) 
 		return train, test.Base(), nil
 	case "synthetic":
 		cfg := data.FedProxSynthetic(spec.Synthetic.Alpha, spec.Synthetic.Beta)
-		cfg.IID, cfg.Devices, cfg.Seed = spec.Synthetic.IID, spec.Population.Clients, spec.Seed
+		cfg.IID, cfg.Devices, cfg.Seed = spec.Synthetic.IID, spec.Population.Size, spec.Seed
 		cfg.HeldOutFraction = spec.Population.HeldOutFraction
 		train, test, err := data.Synthetic(cfg)
 		if err != nil {
@@ -38,7 +39,7 @@ func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) 
 		return nil, ds.test, nil
 	}
 	if spec.Population.OnDemand {
-		pop, err := data.NewOnDemand(ds.train, spec.Population.onDemand(spec.Seed))
+		pop, err := data.NewOnDemand(ds.train, onDemandOptions(spec.Population, spec.Seed))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -53,7 +54,7 @@ func (m *Manager) population(spec Spec) (data.Population, *data.Dataset, error) 
 		return nil, nil, err
 	}
 	fed, err := data.NewFederated(ds.train, data.Options{
-		NumClients: spec.Population.Clients, Partitioner: part, Seed: spec.Seed,
+		NumClients: spec.Population.Size, Partitioner: part, Seed: spec.Seed,
 		HeldOutFraction: spec.Population.HeldOutFraction,
 	})
 	if err != nil {
@@ -93,7 +94,7 @@ func trainingUsers(pop data.Population, cohort []int) []int {
 // dataNotes are facts about the population that qualify its privacy.
 // Every status read computes them, so they come from closed forms
 // (data.OnDemandExpectedSize), never from building the population.
-func (m *Manager) dataNotes(spec Spec) []string {
+func (m *Manager) dataNotes(spec types.Spec) []string {
 	if !spec.Population.OnDemand {
 		return nil
 	}
@@ -101,7 +102,7 @@ func (m *Manager) dataNotes(spec Spec) []string {
 	if err != nil {
 		return nil
 	}
-	n, size := spec.Population.Clients, data.OnDemandExpectedSize(spec.Population.onDemand(spec.Seed))
+	n, size := spec.Population.Size, data.OnDemandExpectedSize(onDemandOptions(spec.Population, spec.Seed))
 	held := float64(n) * size / float64(ds.train.Len())
 	if held > 1 { // OnDemand.RepeatsExamples
 		return []string{fmt.Sprintf("the %d users hold about %.0f examples each drawn from %d training examples, so examples repeat across users "+
@@ -123,12 +124,12 @@ var errDataRoot = errors.New("leaf: the server's data root cannot be opened; see
 // loadLEAF reads the job's LEAF directories, relative to the data root
 // and through an os.Root, so that a spec reads nothing outside it. test
 // is never nil: a spec without leaf.test_dir is refused at validation.
-func (m *Manager) loadLEAF(spec Spec, deadline time.Time) (train, test *data.Federated, err error) {
+func (m *Manager) loadLEAF(spec types.Spec, deadline time.Time) (train, test *data.Federated, err error) {
 	if m.limits.DataRoot == "" {
 		return nil, nil, errNoDataRoot
 	}
 	if spec.LEAF.TestDir == "" { // Validate refuses it; test is scored on
-		return nil, nil, &ValidationError{Field: "leaf.test_dir", Rule: "is required with dataset leaf"}
+		return nil, nil, NewValidationError("leaf.test_dir", types.RuleRequired, "is required with dataset leaf")
 	}
 	root, err := os.OpenRoot(m.limits.DataRoot)
 	if err != nil {
@@ -162,15 +163,15 @@ func leafRefusal(err error) error {
 	case errors.Is(err, errDataRoot):
 		return err
 	case errors.Is(err, errNoDataRoot):
-		return &ValidationError{Field: "dataset", Rule: err.Error()}
+		return NewValidationError("dataset", types.RuleCapacity, err.Error())
 	case errors.Is(err, data.ErrLEAFDeadline):
-		return &ValidationError{Field: "leaf.train_dir", Rule: fmt.Sprintf("the dataset could not be read within %v at submission; use fewer or smaller files", leafSubmitTimeout)}
+		return NewValidationError("leaf.train_dir", types.RuleCapacity, fmt.Sprintf("the dataset could not be read within %v at submission; use fewer or smaller files", leafSubmitTimeout))
 	case errors.As(err, &le):
 		field := "leaf.train_dir"
 		if le.Test {
 			field = "leaf.test_dir"
 		}
-		return &ValidationError{Field: field, Rule: le.Path + ": " + le.Reason}
+		return NewValidationError(field, types.RuleFormat, le.Path+": "+le.Reason)
 	}
-	return &ValidationError{Field: "leaf", Rule: err.Error()}
+	return NewValidationError("leaf", types.RuleFormat, err.Error())
 }

@@ -4,109 +4,120 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/secagg"
-	"github.com/dpfl/dpfl/storage"
 )
 
-// Stages of a round with real devices, as GET /v1/jobs/{id}/participate
-// reports them. Each protocol stage is a round of Bonawitz et al. 2017,
-// Fig. 4; the server closes a stage when every expected device has
-// answered or the stage's deadline passes, and goes on without the late.
-const (
-	// StageWaiting: no round is open (between rounds, or the job ended).
-	StageWaiting = "waiting"
-	// StageJoin: devices join (POST .../join) and advertise their keys.
-	StageJoin = "join"
-	// StageShareKeys: devices fetch their neighbours' keys and send
-	// encrypted shares.
-	StageShareKeys = "share_keys"
-	// StageMaskedInput: devices fetch the shares sent to them and send
-	// their masked input.
-	StageMaskedInput = "masked_input"
-	// StageUnmask: devices fetch the unmask request and send shares.
-	StageUnmask = "unmask"
-)
-
-// ClientTokenHeader carries the per-round token that join returns; every
-// later message of that device in that round presents it next to the
-// device's credential, so one participant cannot speak for another's
-// client ID. The token is bound to the device that joined: another
-// enrolled device presenting it is refused (ErrForbidden).
-const ClientTokenHeader = "X-DPFL-Client-Token"
-
-// RoundStatus is what a participant polls.
-type RoundStatus struct {
-	JobID string           `json:"job_id"`
-	State storage.JobState `json:"state"`
-	// Round and Attempt identify the open protocol instance (0 when
-	// waiting). Attempt > 1 after an abort below threshold.
-	Round   int    `json:"round"`
-	Attempt int    `json:"attempt"`
-	Stage   string `json:"stage"`
-	// Deadline is when the stage closes (the join stage may be extended
-	// until secagg.min_clients devices are present).
-	Deadline *time.Time `json:"deadline,omitempty"`
-	// Joined counts the devices that advertised keys in this attempt.
-	Joined int `json:"joined"`
-	// CohortSize is the most devices a round takes.
-	CohortSize int `json:"cohort_size"`
+// deviceStages are the names devices see (RoundStatus.Stage) for the
+// protocol's stages: devices join and advertise their keys in one stage,
+// "join".
+var deviceStages = map[secagg.Stage]string{
+	secagg.StageAdvertiseKeys: types.StageJoin,
+	secagg.StageShareKeys:     types.StageShareKeys,
+	secagg.StageMaskedInput:   types.StageMaskedInput,
+	secagg.StageUnmask:        types.StageUnmask,
 }
 
-// JoinInfo is what a device needs to take part in one round.
-type JoinInfo struct {
-	JobID string `json:"job_id"`
-	// DeviceID is the enrolled device that joined.
-	DeviceID string          `json:"device_id"`
-	Round    int             `json:"round"`
-	Attempt  int             `json:"attempt"`
-	ClientID secagg.ClientID `json:"client_id"`
-	// Token is the device's token for this round (ClientTokenHeader),
-	// valid only together with the same device's credential.
-	Token string `json:"token"`
-	// Session binds the protocol instance (secagg.ServerConfig.Session).
-	Session []byte `json:"session"`
-	// Encoding is the fixed-point encoding of the update.
-	Encoding secagg.Encoding `json:"encoding"`
-	// ClipNorm is C: the device clips its delta before encoding
-	// (fl.EncodeSecureInput).
-	ClipNorm float64    `json:"clip_norm"`
-	Client   ClientSpec `json:"client"`
-	// ClientLR is this round's client learning rate (client.lr under its
-	// schedule).
-	ClientLR float64 `json:"client_lr"`
-	Model    string  `json:"model"`
-	// Params is the global model x_t the round starts from.
-	Params []float32 `json:"params"`
-}
-
-// deviceRound is the live state of one protocol instance with devices.
-// Its fields are guarded by mu; wake gets a token whenever a message is
-// accepted, so the runner re-checks whether the stage can close.
+// deviceRound is the live state of one protocol instance with devices,
+// the server's end of the participate routes: as the instance's
+// secagg.ServerTransport it publishes the open stage and its deadline to
+// polling devices; it admits devices (join), and lets a message through
+// to the instance's secagg.Server only from the device its round token
+// was issued to, in the stage it belongs to. Its fields are guarded by mu.
 type deviceRound struct {
 	mu       sync.Mutex
-	wake     chan struct{}
 	round    int
 	attempt  int
-	stage    string
+	stage    string // published: a types.Stage name
 	deadline time.Time
 	srv      *secagg.Server
-	info     JoinInfo // the per-round part of every JoinInfo
+	info     types.JoinInfo // the per-round part of every JoinInfo
 	max      int
-	tokens   map[string]secagg.ClientID
-	answered map[string]int // stage → devices whose message was accepted
-	// joined maps the ID of each device that joined this attempt to its
-	// client ID, and owner maps each round token to the device it was
-	// issued to. The first Join makes both.
-	joined map[string]secagg.ClientID
+	// tokens maps each round token to its client ID and owner to the
+	// device it was issued to; joined maps the ID of each device that
+	// joined this attempt to its client ID.
+	tokens map[string]secagg.ClientID
 	owner  map[string]string
+	joined map[string]secagg.ClientID
+}
+
+// Open publishes stage and its deadline to the devices (ServerTransport);
+// the devices' messages go to the server as they come, so there is no done
+// channel.
+func (dr *deviceRound) Open(_ context.Context, stage secagg.Stage, deadline time.Time) (<-chan struct{}, error) {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	dr.stage, dr.deadline = deviceStages[stage], deadline
+	return nil, nil
+}
+
+// Close publishes that no stage is open: the server unmasks the sum, or
+// the instance ended.
+func (dr *deviceRound) Close() {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	dr.stage = types.StageWaiting
+}
+
+// join gives device deviceID a client ID and a round token bound to it.
+func (dr *deviceRound) join(deviceID string) (types.JoinInfo, error) {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	if dr.stage != types.StageJoin {
+		return types.JoinInfo{}, fmt.Errorf("%w: round %d (attempt %d) is not open for joining (stage %s)", ErrConflict, dr.round, dr.attempt, dr.stage)
+	}
+	if id, ok := dr.joined[deviceID]; ok {
+		return types.JoinInfo{}, fmt.Errorf("%w: device %s already joined round %d (attempt %d) as client %d; a device joins each attempt of a round once", ErrConflict, deviceID, dr.round, dr.attempt, id)
+	}
+	if len(dr.tokens) >= dr.max {
+		return types.JoinInfo{}, fmt.Errorf("%w: round %d is full (%d devices)", ErrConflict, dr.round, dr.max)
+	}
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return types.JoinInfo{}, err
+	}
+	tok := hex.EncodeToString(b[:])
+	id := secagg.ClientID(len(dr.tokens) + 1)
+	dr.tokens[tok], dr.owner[tok], dr.joined[deviceID] = id, deviceID, id
+	info := dr.info
+	info.DeviceID, info.ClientID, info.Token = deviceID, id, tok
+	return info, nil
+}
+
+// client is the client ID of device deviceID's round token, if the round
+// is in stage want. A token issued to another device is ErrForbidden.
+func (dr *deviceRound) client(jobID, deviceID, token string, want secagg.Stage) (secagg.ClientID, error) {
+	dr.mu.Lock()
+	defer dr.mu.Unlock()
+	id, ok := dr.tokens[token]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("%w: unknown client token for round %d attempt %d of job %s (join this round first)", ErrConflict, dr.round, dr.attempt, jobID)
+	case dr.owner[token] != deviceID:
+		return 0, fmt.Errorf("%w: the client token of round %d attempt %d was issued to another device, not %s", ErrForbidden, dr.round, dr.attempt, deviceID)
+	case dr.stage != deviceStages[want]:
+		return 0, fmt.Errorf("%w: round %d is in stage %s, not %s", ErrConflict, dr.round, dr.stage, deviceStages[want])
+	}
+	return id, nil
+}
+
+// moved turns the server's refusal of a message that came too late (the
+// stage closed, or the instance aborted, while it was in flight) into
+// ErrConflict, as if the stage check had caught it; other errors pass.
+func (dr *deviceRound) moved(err error) error {
+	if errors.Is(err, secagg.ErrWrongStage) || errors.Is(err, secagg.ErrTooFewSurvivors) {
+		return fmt.Errorf("%w: round %d attempt %d has moved on: %v", ErrConflict, dr.round, dr.attempt, err)
+	}
+	return err
 }
 
 func (m *Manager) liveRound(jobID string) *deviceRound {
@@ -127,31 +138,32 @@ func (m *Manager) setLiveRound(jobID string, dr *deviceRound) {
 
 // DeviceRound reports the job's open round for participants. An unknown
 // job is storage.ErrNotFound; a simulated job is ErrConflict.
-func (m *Manager) DeviceRound(jobID string) (RoundStatus, error) {
-	j, spec, err := m.deviceJob(jobID)
+func (m *Manager) DeviceRound(jobID string) (types.RoundStatus, error) {
+	state, spec, err := m.deviceJob(jobID)
 	if err != nil {
-		return RoundStatus{}, err
+		return types.RoundStatus{}, err
 	}
-	st := RoundStatus{JobID: jobID, State: j.State, Stage: StageWaiting, CohortSize: spec.Sampling.CohortSize}
+	st := types.RoundStatus{JobID: jobID, State: state, Stage: types.StageWaiting, CohortSize: spec.Sampling.CohortSize}
 	if dr := m.liveRound(jobID); dr != nil {
 		dr.mu.Lock()
 		defer dr.mu.Unlock()
-		st.Round, st.Attempt, st.Stage, st.Joined = dr.round, dr.attempt, dr.stage, dr.answered[StageJoin]
+		st.Round, st.Attempt, st.Stage = dr.round, dr.attempt, dr.stage
+		st.Joined = dr.srv.Accepted(secagg.StageAdvertiseKeys)
 		dl := dr.deadline
 		st.Deadline = &dl
 	}
 	return st, nil
 }
 
-func (m *Manager) deviceJob(jobID string) (storage.Job, Spec, error) {
+func (m *Manager) deviceJob(jobID string) (types.JobState, types.Spec, error) {
 	s, err := m.get(jobID, false)
 	if err != nil {
-		return storage.Job{}, Spec{}, err
+		return "", types.Spec{}, err
 	}
 	if s.Spec.Population.Source != "devices" {
-		return storage.Job{}, Spec{}, fmt.Errorf("%w: job %s simulates its clients (population.source %q); devices cannot join it", ErrConflict, jobID, s.Spec.Population.Source)
+		return "", types.Spec{}, fmt.Errorf("%w: job %s simulates its clients (population.source %q); devices cannot join it", ErrConflict, jobID, s.Spec.Population.Source)
 	}
-	return s.Job, s.Spec, nil
+	return s.State, s.Spec, nil
 }
 
 // Join admits enrolled device deviceID (see AuthenticateDevice) to the
@@ -160,42 +172,18 @@ func (m *Manager) deviceJob(jobID string) (storage.Job, Spec, error) {
 // accepting devices, the cohort is full, or the device already joined
 // this attempt of the round: a device contributes at most once to each
 // attempt's sum.
-func (m *Manager) Join(jobID, deviceID string) (JoinInfo, error) {
+func (m *Manager) Join(jobID, deviceID string) (types.JoinInfo, error) {
 	if deviceID == "" {
-		return JoinInfo{}, fmt.Errorf("%w: joining needs an enrolled device", ErrUnauthorized)
+		return types.JoinInfo{}, fmt.Errorf("%w: joining needs an enrolled device", ErrUnauthorized)
 	}
 	if _, _, err := m.deviceJob(jobID); err != nil {
-		return JoinInfo{}, err
+		return types.JoinInfo{}, err
 	}
 	dr := m.liveRound(jobID)
 	if dr == nil {
-		return JoinInfo{}, fmt.Errorf("%w: job %s has no round open for joining; poll GET /v1/jobs/%s/participate", ErrConflict, jobID, jobID)
+		return types.JoinInfo{}, fmt.Errorf("%w: job %s has no round open for joining; poll GET /v1/jobs/%s/participate", ErrConflict, jobID, jobID)
 	}
-	dr.mu.Lock()
-	defer dr.mu.Unlock()
-	if dr.stage != StageJoin {
-		return JoinInfo{}, fmt.Errorf("%w: round %d (attempt %d) is past joining (stage %s)", ErrConflict, dr.round, dr.attempt, dr.stage)
-	}
-	if id, ok := dr.joined[deviceID]; ok {
-		return JoinInfo{}, fmt.Errorf("%w: device %s already joined round %d (attempt %d) as client %d; a device joins each attempt of a round once", ErrConflict, deviceID, dr.round, dr.attempt, id)
-	}
-	if len(dr.tokens) >= dr.max {
-		return JoinInfo{}, fmt.Errorf("%w: round %d is full (%d devices)", ErrConflict, dr.round, dr.max)
-	}
-	var b [16]byte
-	if _, err := crand.Read(b[:]); err != nil {
-		return JoinInfo{}, err
-	}
-	tok := hex.EncodeToString(b[:])
-	id := secagg.ClientID(len(dr.tokens) + 1)
-	if dr.joined == nil {
-		dr.joined, dr.owner = map[string]secagg.ClientID{}, map[string]string{}
-	}
-	dr.tokens[tok] = id
-	dr.joined[deviceID], dr.owner[tok] = id, deviceID
-	info := dr.info
-	info.DeviceID, info.ClientID, info.Token = deviceID, id, tok
-	return info, nil
+	return dr.join(deviceID)
 }
 
 // DeviceClient returns the client ID that token holds for device
@@ -216,125 +204,95 @@ func (m *Manager) DeviceClient(jobID, deviceID, token string) (id secagg.ClientI
 	return id, true
 }
 
-// device finds the round and client ID of device deviceID's round token
-// and checks that the round is in stage want. A token issued to another
-// device is ErrForbidden.
-func (m *Manager) device(jobID, deviceID, token, want string) (*deviceRound, secagg.ClientID, error) {
+// device finds the open round and the client ID of device deviceID's
+// round token, in stage want.
+func (m *Manager) device(jobID, deviceID, token string, want secagg.Stage) (*deviceRound, secagg.ClientID, error) {
 	dr := m.liveRound(jobID)
 	if dr == nil {
 		return nil, 0, fmt.Errorf("%w: job %s has no open round", ErrConflict, jobID)
 	}
-	dr.mu.Lock()
-	id, ok := dr.tokens[token]
-	owner := dr.owner[token]
-	stage := dr.stage
-	dr.mu.Unlock()
-	if !ok {
-		return nil, 0, fmt.Errorf("%w: unknown client token for round %d attempt %d of job %s (join this round first)", ErrConflict, dr.round, dr.attempt, jobID)
-	}
-	if owner != deviceID {
-		return nil, 0, fmt.Errorf("%w: the client token of round %d attempt %d was issued to another device, not %s", ErrForbidden, dr.round, dr.attempt, deviceID)
-	}
-	if stage != want {
-		return nil, 0, fmt.Errorf("%w: round %d is in stage %s, not %s", ErrConflict, dr.round, stage, want)
-	}
-	return dr, id, nil
+	id, err := dr.client(jobID, deviceID, token, want)
+	return dr, id, err
 }
 
-// accept runs one accepted-message step under the round's lock and wakes
-// the runner.
-func (dr *deviceRound) accept(stage string, from, id secagg.ClientID, step func() error) error {
+// deviceRequest is the server's request of stage want to the device.
+func deviceRequest[M any](m *Manager, jobID, deviceID, token string, want secagg.Stage, get func(*secagg.Server, secagg.ClientID) (M, error)) (M, error) {
+	var zero M
+	dr, id, err := m.device(jobID, deviceID, token, want)
+	if err != nil {
+		return zero, err
+	}
+	msg, err := get(dr.srv, id)
+	if err != nil {
+		return zero, dr.moved(err)
+	}
+	return msg, nil
+}
+
+// deviceMessage hands the device's message of stage want, signed as
+// from, to the server.
+func (m *Manager) deviceMessage(jobID, deviceID, token string, want secagg.Stage, from secagg.ClientID, send func(*secagg.Server) error) error {
+	dr, id, err := m.device(jobID, deviceID, token, want)
+	if err != nil {
+		return err
+	}
 	if from != id {
 		return &secagg.PeerError{Client: id, Err: fmt.Errorf("message signed as client %d", from)}
 	}
-	if err := step(); err != nil {
-		return err
-	}
-	dr.mu.Lock()
-	dr.answered[stage]++
-	dr.mu.Unlock()
-	select {
-	case dr.wake <- struct{}{}:
-	default:
-	}
-	return nil
+	return dr.moved(send(dr.srv))
 }
 
-// Advertise takes a device's round-0 keys (join stage).
-func (m *Manager) Advertise(jobID, deviceID, token string, msg secagg.AdvertiseMsg) error {
-	dr, id, err := m.device(jobID, deviceID, token, StageJoin)
-	if err != nil {
-		return err
-	}
-	return dr.accept(StageJoin, msg.From, id, func() error { return dr.srv.Advertise(msg) })
+// AdvertiseKeys takes a device's keys (stage advertise_keys, which
+// devices see as join).
+func (m *Manager) AdvertiseKeys(jobID, deviceID, token string, msg secagg.AdvertiseKeysMsg) error {
+	return m.deviceMessage(jobID, deviceID, token, secagg.StageAdvertiseKeys, msg.From, func(s *secagg.Server) error { return s.AdvertiseKeys(msg) })
 }
 
-// Keys is the device's round-1 input (share_keys stage).
-func (m *Manager) Keys(jobID, deviceID, token string) (secagg.KeysMsg, error) {
-	dr, id, err := m.device(jobID, deviceID, token, StageShareKeys)
-	if err != nil {
-		return secagg.KeysMsg{}, err
-	}
-	return dr.srv.Keys(id)
+// ShareKeysRequest is the device's request of stage share_keys: its
+// neighbours' keys.
+func (m *Manager) ShareKeysRequest(jobID, deviceID, token string) (secagg.ShareKeysRequest, error) {
+	return deviceRequest(m, jobID, deviceID, token, secagg.StageShareKeys, (*secagg.Server).ShareKeysRequest)
 }
 
-// ShareKeys takes a device's encrypted shares (share_keys stage).
+// ShareKeys takes a device's encrypted shares (stage share_keys).
 func (m *Manager) ShareKeys(jobID, deviceID, token string, msg secagg.ShareKeysMsg) error {
-	dr, id, err := m.device(jobID, deviceID, token, StageShareKeys)
-	if err != nil {
-		return err
-	}
-	return dr.accept(StageShareKeys, msg.From, id, func() error { return dr.srv.ShareKeys(msg) })
+	return m.deviceMessage(jobID, deviceID, token, secagg.StageShareKeys, msg.From, func(s *secagg.Server) error { return s.ShareKeys(msg) })
 }
 
-// Shares is the device's round-2 input (masked_input stage).
-func (m *Manager) Shares(jobID, deviceID, token string) (secagg.SharesMsg, error) {
-	dr, id, err := m.device(jobID, deviceID, token, StageMaskedInput)
-	if err != nil {
-		return secagg.SharesMsg{}, err
-	}
-	return dr.srv.Shares(id)
+// MaskedInputRequest is the device's request of stage masked_input: the
+// shares sent to it.
+func (m *Manager) MaskedInputRequest(jobID, deviceID, token string) (secagg.MaskedInputRequest, error) {
+	return deviceRequest(m, jobID, deviceID, token, secagg.StageMaskedInput, (*secagg.Server).MaskedInputRequest)
 }
 
-// MaskedInput takes a device's masked input (masked_input stage).
+// MaskedInput takes a device's masked input (stage masked_input).
 func (m *Manager) MaskedInput(jobID, deviceID, token string, msg secagg.MaskedInputMsg) error {
-	dr, id, err := m.device(jobID, deviceID, token, StageMaskedInput)
-	if err != nil {
-		return err
-	}
-	return dr.accept(StageMaskedInput, msg.From, id, func() error { return dr.srv.MaskedInput(msg) })
+	return m.deviceMessage(jobID, deviceID, token, secagg.StageMaskedInput, msg.From, func(s *secagg.Server) error { return s.MaskedInput(msg) })
 }
 
-// UnmaskRequest is the device's round-4 input (unmask stage).
-func (m *Manager) UnmaskRequest(jobID, deviceID, token string) (secagg.UnmaskRequestMsg, error) {
-	dr, id, err := m.device(jobID, deviceID, token, StageUnmask)
-	if err != nil {
-		return secagg.UnmaskRequestMsg{}, err
-	}
-	return dr.srv.UnmaskRequest(id)
+// UnmaskRequest is the device's request of stage unmask.
+func (m *Manager) UnmaskRequest(jobID, deviceID, token string) (secagg.UnmaskRequest, error) {
+	return deviceRequest(m, jobID, deviceID, token, secagg.StageUnmask, (*secagg.Server).UnmaskRequest)
 }
 
-// Unmask takes a device's unmasking shares (unmask stage).
+// Unmask takes a device's unmasking shares (stage unmask).
 func (m *Manager) Unmask(jobID, deviceID, token string, msg secagg.UnmaskMsg) error {
-	dr, id, err := m.device(jobID, deviceID, token, StageUnmask)
-	if err != nil {
-		return err
-	}
-	return dr.accept(StageUnmask, msg.From, id, func() error { return dr.srv.Unmask(msg) })
+	return m.deviceMessage(jobID, deviceID, token, secagg.StageUnmask, msg.From, func(s *secagg.Server) error { return s.Unmask(msg) })
 }
 
 // deviceRunner runs a devices job's rounds: each is one secure
-// aggregation instance among the devices that join, then the DP release
-// and the server step.
+// aggregation instance among the devices that join, driven by
+// secagg.ServerDriver over the deviceRound, then the DP release and the
+// server step (fl.ServerUpdate, the same as for simulated clients).
 type deviceRunner struct {
 	m      *Manager
 	jobID  string
-	spec   Spec
+	spec   types.Spec
 	server fl.ServerOptimizer
 	noise  dp.Params
 	secure *rand.Rand
+	update *fl.ServerUpdate // from server, made by the first round
 	avg    []float32
-	pseudo []float32
 	dec    []float64
 }
 
@@ -345,146 +303,68 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
-	session := make([]byte, 16)
-	if _, err := crand.Read(session); err != nil {
-		return fl.RoundStats{}, err
-	}
-	session = fmt.Appendf(session, "|%s|%d|%d", d.jobID, r, attempt)
-	srv, err := secagg.NewServer(secagg.ServerConfig{
-		Session: session, Dim: len(params), MinClients: spec.SecAgg.MinClients, DropoutRate: spec.SecAgg.DropoutRate,
-	})
+	dr, err := d.newRound(r, attempt, params, enc)
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
-	dr := &deviceRound{
-		wake: make(chan struct{}, 1), round: r, attempt: attempt, srv: srv,
-		max: spec.Sampling.CohortSize, tokens: map[string]secagg.ClientID{}, answered: map[string]int{},
-		info: JoinInfo{
-			JobID: d.jobID, Round: r, Attempt: attempt, Session: session, Encoding: enc, ClipNorm: spec.DP.ClipNorm,
-			Client: spec.Client, ClientLR: spec.Client.LR * spec.Client.LRSchedule.Factor(r, spec.Rounds),
-			Model: spec.Model, Params: slices.Clone(params),
-		},
-	}
-	stageTimeout := time.Duration(spec.SecAgg.StageTimeoutSeconds * float64(time.Second))
-	dr.open(StageJoin, time.Duration(spec.SecAgg.JoinTimeoutSeconds*float64(time.Second)))
 	d.m.setLiveRound(d.jobID, dr)
 	defer d.m.setLiveRound(d.jobID, nil)
-
-	// Join: wait for a full cohort, or for the deadline with at least
-	// MinClients; with fewer, keep the round open.
-	err = dr.wait(ctx, func(up bool) bool {
-		n := dr.answered[StageJoin]
-		return n >= dr.max || (up && n >= spec.SecAgg.MinClients)
-	})
+	driver := &secagg.ServerDriver{
+		Server: dr.srv, Transport: dr, Clients: spec.Sampling.CohortSize,
+		AdvertiseTimeout: seconds(spec.SecAgg.JoinTimeoutSeconds), StageTimeout: seconds(spec.SecAgg.StageTimeoutSeconds),
+	}
+	res, err := driver.Run(ctx)
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
-	u1, err := dr.next(StageShareKeys, stageTimeout, srv.CloseAdvertise)
-	if err != nil {
-		return fl.RoundStats{}, err
-	}
-	if err := dr.wait(ctx, func(up bool) bool { return up || dr.answered[StageShareKeys] >= u1 }); err != nil {
-		return fl.RoundStats{}, err
-	}
-	u2, err := dr.next(StageMaskedInput, stageTimeout, srv.CloseShareKeys)
-	if err != nil {
-		return fl.RoundStats{}, err
-	}
-	if err := dr.wait(ctx, func(up bool) bool { return up || dr.answered[StageMaskedInput] >= u2 }); err != nil {
-		return fl.RoundStats{}, err
-	}
-	u3, err := dr.next(StageUnmask, stageTimeout, srv.CloseMaskedInput)
-	if err != nil {
-		return fl.RoundStats{}, err
-	}
-	if err := dr.wait(ctx, func(up bool) bool { return up || dr.answered[StageUnmask] >= u3 }); err != nil {
-		return fl.RoundStats{}, err
-	}
-	dr.mu.Lock()
-	dr.stage = StageWaiting
-	dr.mu.Unlock()
-	res, err := srv.Finish()
-	if err != nil {
-		return fl.RoundStats{}, err
-	}
-	sp := srv.Params()
-
 	denom := float64(len(res.Survivors))
 	if spec.DP.Enabled {
 		denom = float64(spec.Sampling.CohortSize)
 	}
 	d.release(res.Sum, enc, denom)
-	for i, v := range d.avg {
-		d.pseudo[i] = -v
+	if d.update == nil {
+		d.update = &fl.ServerUpdate{Optimizer: d.server, LR: spec.Server.LR, Schedule: fl.Schedule(spec.Server.LRSchedule), Rounds: spec.Rounds}
 	}
-	if k := spec.Server.LRSchedule.Kind; k != "" && k != "constant" {
-		d.server.SetLR(float32(spec.Server.LR * spec.Server.LRSchedule.Factor(r, spec.Rounds)))
-	}
-	d.server.Step(params, d.pseudo)
+	d.update.Apply(params, d.avg, r)
 	return fl.RoundStats{
-		Cohort: u1,
-		AggregateStats: fl.AggregateStats{
-			Clients: len(res.Survivors),
-			SecAgg: &fl.SecAggStats{
-				Clients: u1, Survivors: len(res.Survivors), Dropped: len(res.Dropped),
-				Neighbors: sp.Neighbors, Threshold: sp.Threshold, FracBits: enc.FracBits, Attempt: attempt,
-			},
+		Cohort:         len(res.Survivors) + len(res.Dropped),
+		AggregateStats: fl.AggregateStats{Clients: len(res.Survivors), SecAgg: fl.NewSecAggStats(res, enc, attempt)},
+	}, nil
+}
+
+// newRound makes attempt of round r's instance, its session bound to the
+// job, round and attempt, waiting for its first stage to open.
+func (d *deviceRunner) newRound(r, attempt int, params []float32, enc secagg.Encoding) (*deviceRound, error) {
+	spec := d.spec
+	session := make([]byte, 16)
+	if _, err := crand.Read(session); err != nil {
+		return nil, err
+	}
+	session = fmt.Appendf(session, "|%s|%d|%d", d.jobID, r, attempt)
+	srv, err := secagg.NewServer(secagg.ServerConfig{
+		Session: session, Dim: len(params), MinClients: spec.SecAgg.MinClients, DropoutRate: spec.SecAgg.DropoutRate, Workers: d.m.workers,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &deviceRound{
+		round: r, attempt: attempt, stage: types.StageWaiting, srv: srv, max: spec.Sampling.CohortSize,
+		tokens: map[string]secagg.ClientID{}, owner: map[string]string{}, joined: map[string]secagg.ClientID{},
+		info: types.JoinInfo{
+			JobID: d.jobID, Round: r, Attempt: attempt, Session: session, Encoding: enc, ClipNorm: spec.DP.ClipNorm,
+			Client: spec.Client, ClientLR: spec.Client.LR * fl.Schedule(spec.Client.LRSchedule).Factor(r, spec.Rounds),
+			Model: spec.Model, Params: slices.Clone(params),
 		},
 	}, nil
 }
 
+// seconds converts a spec's timeout in seconds.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
 func (d *deviceRunner) release(sum []uint32, enc secagg.Encoding, denom float64) {
 	n := len(sum)
 	if len(d.avg) != n {
-		d.avg, d.pseudo, d.dec = make([]float32, n), make([]float32, n), make([]float64, n)
+		d.avg, d.dec = make([]float32, n), make([]float64, n)
 	}
 	fl.ReleaseSecureSum(d.avg, d.dec, sum, enc, d.noise, denom, d.secure)
-}
-
-// open starts stage with the given time to its deadline (lock held by the
-// caller or the round not yet shared).
-func (dr *deviceRound) open(stage string, timeout time.Duration) {
-	dr.stage = stage
-	dr.deadline = time.Now().Add(timeout)
-}
-
-// next closes the current stage with closeFn and opens stage; it returns
-// the number of devices that answered the closed stage, the ones expected
-// in the next.
-func (dr *deviceRound) next(stage string, timeout time.Duration, closeFn func() error) (int, error) {
-	dr.mu.Lock()
-	defer dr.mu.Unlock()
-	n := dr.answered[dr.stage]
-	if err := closeFn(); err != nil {
-		dr.stage = StageWaiting
-		return 0, err
-	}
-	dr.open(stage, timeout)
-	return n, nil
-}
-
-// wait blocks until ready (called under the round's lock with whether the
-// deadline has passed) holds, or ctx ends.
-func (dr *deviceRound) wait(ctx context.Context, ready func(deadlinePassed bool) bool) error {
-	for {
-		dr.mu.Lock()
-		left := time.Until(dr.deadline)
-		ok := ready(left <= 0)
-		dr.mu.Unlock()
-		if ok {
-			return nil
-		}
-		if left <= 0 || left > time.Second {
-			left = time.Second
-		}
-		t := time.NewTimer(left)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-dr.wake:
-			t.Stop()
-		case <-t.C:
-		}
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -30,52 +31,34 @@ var ErrForbidden = errors.New("forbidden")
 // encoding: 32 bytes from crypto/rand.
 const CredentialBytes = 32
 
-// Enrollment is what enrolling a device returns, once: the device's ID
-// and its credential.
-type Enrollment struct {
-	JobID    string `json:"job_id"`
-	DeviceID string `json:"device_id"`
-	// Credential is the device's bearer credential for the job's
-	// participate routes (hex). The server keeps only its SHA-256 hash,
-	// so it cannot be shown again.
-	Credential string    `json:"credential"`
-	EnrolledAt time.Time `json:"enrolled_at"`
-}
-
-// DeviceInfo describes an enrolled device, without its credential.
-type DeviceInfo struct {
-	DeviceID   string    `json:"device_id"`
-	EnrolledAt time.Time `json:"enrolled_at"`
-}
-
 // Enroll enrolls a new device for devices job jobID and returns its ID
 // and credential. An unknown job is storage.ErrNotFound; a simulated job
 // is ErrConflict, and one that has ended storage.ErrConflict (storage
 // refuses the write).
-func (m *Manager) Enroll(jobID string) (Enrollment, error) {
+func (m *Manager) Enroll(jobID string) (types.Enrollment, error) {
 	if _, _, err := m.deviceJob(jobID); err != nil {
-		return Enrollment{}, err
+		return types.Enrollment{}, err
 	}
 	var cred [CredentialBytes]byte
 	var id [8]byte
 	if _, err := crand.Read(cred[:]); err != nil {
-		return Enrollment{}, err
+		return types.Enrollment{}, err
 	}
 	if _, err := crand.Read(id[:]); err != nil {
-		return Enrollment{}, err
+		return types.Enrollment{}, err
 	}
 	h := sha256.Sum256(cred[:])
 	d := storage.Device{ID: "dev-" + hex.EncodeToString(id[:]), JobID: jobID, CredentialHash: h[:], EnrolledAt: time.Now().UTC()}
 	if err := m.db.EnrollDevice(d); err != nil {
-		return Enrollment{}, err
+		return types.Enrollment{}, err
 	}
-	return Enrollment{JobID: jobID, DeviceID: d.ID, Credential: hex.EncodeToString(cred[:]), EnrolledAt: d.EnrolledAt}, nil
+	return types.Enrollment{JobID: jobID, DeviceID: d.ID, Credential: hex.EncodeToString(cred[:]), EnrolledAt: d.EnrolledAt}, nil
 }
 
 // Devices lists the devices enrolled for devices job jobID, oldest
 // first. An unknown job is storage.ErrNotFound; a simulated job is
 // ErrConflict.
-func (m *Manager) Devices(jobID string) ([]DeviceInfo, error) {
+func (m *Manager) Devices(jobID string) ([]types.DeviceInfo, error) {
 	if _, _, err := m.deviceJob(jobID); err != nil {
 		return nil, err
 	}
@@ -83,9 +66,9 @@ func (m *Manager) Devices(jobID string) ([]DeviceInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]DeviceInfo, len(ds))
+	out := make([]types.DeviceInfo, len(ds))
 	for i, d := range ds {
-		out[i] = DeviceInfo{DeviceID: d.ID, EnrolledAt: d.EnrolledAt}
+		out[i] = types.DeviceInfo{DeviceID: d.ID, EnrolledAt: d.EnrolledAt}
 	}
 	return out, nil
 }

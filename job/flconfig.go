@@ -3,6 +3,7 @@ package job
 import (
 	"math/rand/v2"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/model"
@@ -13,30 +14,35 @@ import (
 // and the participation policy that decides which reports the aggregate
 // takes (stragglers, the deadline, over-selection's Target). The caller
 // sets Aggregate (and Scaffold).
-func (spec Spec) fedAvg(mdl model.Model, server fl.ServerOptimizer, workers, n int) *fl.FedAvg {
-	_, target := spec.sampler(n)
+func fedAvg(spec types.Spec, mdl model.Model, server fl.ServerOptimizer, workers, n int) *fl.FedAvg {
+	_, target := specSampler(spec, n)
 	alg := &fl.FedAvg{
-		Model:   mdl,
-		Client:  spec.Client.Config(),
-		Server:  server,
+		Model:          mdl,
+		Client:         clientConfig(spec.Client),
+		ClientSchedule: fl.Schedule(spec.Client.LRSchedule),
+		Rounds:         spec.Rounds,
+		Server: fl.ServerUpdate{
+			Optimizer: server,
+			LR:        spec.Server.LR,
+			Schedule:  fl.Schedule(spec.Server.LRSchedule),
+			Rounds:    spec.Rounds,
+		},
+		Simulation: fl.Simulation{
+			Stragglers:      spec.Client.Stragglers,
+			DropStragglers:  spec.Client.DropStragglers,
+			Target:          target,
+			DeadlineSeconds: spec.Participation.DeadlineSeconds,
+		},
 		Workers: workers,
 		Seed:    spec.Seed,
-		Rounds:  spec.Rounds,
-
-		ClientSchedule:  spec.Client.LRSchedule,
-		ServerSchedule:  spec.Server.LRSchedule,
-		ServerLR:        spec.Server.LR,
-		Stragglers:      spec.Client.Stragglers,
-		DropStragglers:  spec.Client.DropStragglers,
-		Normalize:       spec.Algorithm == "fednova",
-		Target:          target,
-		DeadlineSeconds: spec.Participation.DeadlineSeconds,
+	}
+	if spec.Algorithm == "fednova" {
+		alg.Variant = &fl.FedNova{}
 	}
 	// Jobs stored before the round-time model have none: they skip the
 	// estimate rather than fail.
-	if spec.RoundTime.Validate() == nil {
-		rt := spec.RoundTime
-		alg.RoundTime = &rt
+	if rt := fl.RoundTimeModel(spec.RoundTime); rt.Validate() == nil {
+		alg.Simulation.RoundTime = &rt
 	}
 	return alg
 }
@@ -46,10 +52,10 @@ func (spec Spec) fedAvg(mdl model.Model, server fl.ServerOptimizer, workers, n i
 // multiplier z, or (without DP) the example-weighted mean. secure is the
 // noise source; the sensitivity harness passes z = 0 to see the pre-noise
 // sum of the very aggregator the runner uses.
-func (spec Spec) aggregator(z float64, n int, secure *rand.Rand, workers int) fl.Aggregator {
+func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers int) fl.Aggregator {
 	switch {
 	case spec.SecureAggregation:
-		sampler, _ := spec.sampler(n)
+		sampler, _ := specSampler(spec, n)
 		sa := &fl.SecureAggregator{
 			Params:      dp.Params{ClipNorm: spec.DP.ClipNorm},
 			DP:          spec.DP.Enabled,

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
@@ -43,7 +44,7 @@ var hostileCases = []struct{ body, field string }{
 	{`{"dp":{"target_epsilon":1e300}}`, "dp.target_epsilon"},
 	{`{"dp":{"target_epsilon":1e-300}}`, "dp.target_epsilon"},
 	{`{"dp":{"delta":5e-324}}`, "dp.delta"},
-	{`{"dataset":"synthetic","population":{"clients":100},"synthetic":{"beta":1e300}}`, "synthetic.beta"},
+	{`{"dataset":"synthetic","population":{"size":100},"synthetic":{"beta":1e300}}`, "synthetic.beta"},
 	{`{"population":{"dirichlet_alpha":1e-300}}`, "population.dirichlet_alpha"},
 	{`{"population":{"partition":"labels","labels_per_client":2,"labels_sigma":1e300}}`, "population.labels_sigma"},
 	{`{"round_time":{"down_bandwidth":1e-300}}`, "round_time.down_bandwidth"},
@@ -59,7 +60,7 @@ func TestHostileNumbersRefused(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
-		err = s.Validate(60000)
+		err = Validate(s, 60000)
 		var ve *ValidationError
 		if !errors.As(err, &ve) || ve.Field != c.field {
 			t.Errorf("%s: got %v, want an error on %s", c.body, err, c.field)
@@ -81,7 +82,7 @@ func TestValidateReportsTheFirstRuleDeterministically(t *testing.T) {
 	}
 	for range 50 {
 		var ve *ValidationError
-		if err := s.Validate(60000); !errors.As(err, &ve) || ve.Field != "client.lr_schedule.kind" {
+		if err := Validate(s, 60000); !errors.As(err, &ve) || ve.Field != "client.lr_schedule.kind" {
 			t.Fatalf("got %v, want client.lr_schedule.kind first", err)
 		}
 	}
@@ -92,7 +93,7 @@ func TestValidateReportsTheFirstRuleDeterministically(t *testing.T) {
 // so, stores no NaN, and every read path answers with JSON.
 func TestDivergingJobFailsAndReadsStayValid(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
 		// On the code before issue 13 this failed with "encoding
 		// metrics: json: unsupported value: NaN".
 		s.Model, s.DP.Enabled, s.Rounds = "mlp", false, 20
@@ -100,9 +101,9 @@ func TestDivergingJobFailsAndReadsStayValid(t *testing.T) {
 		// Every client in every round, so that the run does not depend
 		// on crypto/rand cohorts: with Poisson cohorts, lr 10/1000
 		// diverged in some runs and settled on dead ReLUs in others.
-		s.Population.Clients, s.Sampling = 30, SamplingSpec{Scheme: "fixed", CohortSize: 30}
+		s.Population.Size, s.Sampling = 30, types.SamplingSpec{Scheme: "fixed", CohortSize: 30}
 	}))
-	if st.State != storage.StateFailed || !strings.Contains(st.Message, "training diverged at round") || !strings.Contains(st.Message, "client.lr") {
+	if st.State != types.StateFailed || !strings.Contains(st.Message, "training diverged at round") || !strings.Contains(st.Message, "client.lr") {
 		t.Fatalf("%s: %q, want a failure saying training diverged", st.State, st.Message)
 	}
 	reads := map[string]func() (any, error){
@@ -142,7 +143,7 @@ func TestDivergingJobFailsAndReadsStayValid(t *testing.T) {
 // never a failure to encode (500).
 func TestModelWithNonFiniteCheckpointIsAConflict(t *testing.T) {
 	m := manager(t)
-	storeRunning(t, m.db, "job-nan", specJSON(t, small(t, func(s *Spec) { s.DP.Enabled = false })))
+	storeRunning(t, m.db, "job-nan", specJSON(t, small(t, func(s *types.Spec) { s.DP.Enabled = false })))
 	params := make([]float32, 7850)
 	params[3] = float32(math.NaN())
 	if err := m.db.CommitRound("job-nan", 1, json.RawMessage(`{"round":1}`), storage.Checkpoint{Params: params}); err != nil {
@@ -212,12 +213,12 @@ func TestMemoryEstimateCoversAllocation(t *testing.T) {
 		pop := &harnessPop{base: base, users: []data.Client{{ID: 0, Train: idx}}}
 		params := make([]float32, mdl.NumParams())
 		mdl.Init(params, rand.New(rand.NewPCG(1, 1)))
-		server, err := fl.NewServerOptimizer(spec.Server.OptConfig())
+		server, err := fl.NewServerOptimizer(serverOptConfig(spec.Server))
 		if err != nil {
 			t.Fatal(err)
 		}
-		alg := spec.fedAvg(mdl, server, 1, 1)
-		alg.Aggregate = spec.aggregator(spec.DP.NoiseMultiplier, 1, rand.New(rand.NewPCG(3, 4)), 1)
+		alg := fedAvg(spec, mdl, server, 1, 1)
+		alg.Aggregate = aggregator(spec, spec.DP.NoiseMultiplier, 1, rand.New(rand.NewPCG(3, 4)), 1)
 		var roundErr error
 		got := allocated(func() { _, roundErr = alg.Round(context.Background(), 1, params, pop, []int{0}, 1) })
 		if roundErr != nil {
@@ -244,7 +245,7 @@ func TestAdmissionRefusesJobsOverTheMemoryLimit(t *testing.T) {
 		// Finding 2: the CNN at the largest batch once asked for ~66 GB.
 		{`{"model":"cnn","client":{"batch_size":100000}}`, "client.batch_size"},
 		// SCAFFOLD keeps a model per client: 60,000 MLPs are 48 GB.
-		{`{"algorithm":"scaffold","dp":{"enabled":false},"model":"mlp","population":{"clients":60000}}`, "population.clients"},
+		{`{"algorithm":"scaffold","dp":{"enabled":false},"model":"mlp","population":{"size":60000}}`, "population.size"},
 		// Secure aggregation holds every sampled update: q = 1 of 6,000.
 		{`{"secure_aggregation":true,"model":"mlp","sampling":{"rate":1}}`, "sampling.rate"},
 		{`{"secure_aggregation":true,"model":"mlp","sampling":{"scheme":"fixed","cohort_size":5000}}`, "sampling.cohort_size"},
@@ -307,7 +308,7 @@ func TestSecureAggregationEncodingChecked(t *testing.T) {
 	} {
 		spec, err := ParseSpec([]byte(c.body))
 		if err == nil {
-			err = spec.Validate(60000)
+			err = Validate(spec, 60000)
 		}
 		if err != nil {
 			t.Fatalf("%s: %v (the spec alone is valid)", c.body, err)
@@ -384,7 +385,7 @@ func (c *atomicCounter) get() int {
 func TestCalibrationDeadline(t *testing.T) {
 	m := manager(t)
 	m.calibrationTimeout = 0 // expired before the first accountant run
-	_, err := m.Submit(small(t, func(s *Spec) { s.DP.TargetEpsilon = 4 }))
+	_, err := m.Submit(small(t, func(s *types.Spec) { s.DP.TargetEpsilon = 4 }))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "dp.target_epsilon" || !strings.Contains(ve.Rule, "longer than") {
 		t.Fatalf("got %v, want a refusal on dp.target_epsilon for the deadline", err)
@@ -395,11 +396,11 @@ func TestCalibrationDeadline(t *testing.T) {
 	// Without a deadline the same search succeeds. Here (q = 10^-5 ≤ δ,
 	// so any z gives ε = 0 at δ) the search would go below the bound: its
 	// result is raised to the bound (more noise, never more ε).
-	spec := small(t, func(s *Spec) {
-		s.Population.OnDemand, s.Population.Clients, s.Sampling.Rate = true, 100_000, 1e-5
+	spec := small(t, func(s *types.Spec) {
+		s.Population.OnDemand, s.Population.Size, s.Sampling.Rate = true, 100_000, 1e-5
 		s.Rounds, s.DP.TargetEpsilon = 1, 1
 	})
-	if err := spec.Validate(60000); err != nil {
+	if err := Validate(spec, 60000); err != nil {
 		t.Fatal(err)
 	}
 	atBound := spec

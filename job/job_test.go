@@ -1,34 +1,27 @@
 package job
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/storage"
 )
 
-// manager is a Manager over a fresh database, with two workers and no
-// data root.
-func manager(t testing.TB) *Manager {
-	t.Helper()
-	return managerWithDataRoot(t, "")
-}
-
-func small(t *testing.T, edit func(*Spec)) Spec {
+func small(t *testing.T, edit func(*types.Spec)) types.Spec {
 	t.Helper()
 	s := DefaultSpec()
-	s.Population.Clients = 300
+	s.Population.Size = 300
 	s.Sampling.Rate = 0.1
 	s.Rounds = 10
 	s.EvalEvery = 5
@@ -36,7 +29,7 @@ func small(t *testing.T, edit func(*Spec)) Spec {
 	return s
 }
 
-func runToEnd(t testing.TB, m *Manager, s Spec) Status {
+func runToEnd(t testing.TB, m *Manager, s types.Spec) types.Status {
 	t.Helper()
 	j, err := m.Submit(s)
 	if err != nil {
@@ -55,8 +48,8 @@ func runToEnd(t testing.TB, m *Manager, s Spec) Status {
 func TestBudgetStopsTheJob(t *testing.T) {
 	m := manager(t)
 	const budget = 3.0
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 200; s.DP.EpsilonBudget = budget }))
-	if st.State != storage.StateBudgetExhausted || st.Round == 0 || st.Round >= 200 {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 200; s.DP.EpsilonBudget = budget }))
+	if st.State != types.StateBudgetExhausted || st.Round == 0 || st.Round >= 200 {
 		t.Fatalf("state %s after %d rounds: %s", st.State, st.Round, st.Message)
 	}
 	rep, err := m.Privacy(st.ID)
@@ -80,7 +73,7 @@ func TestBudgetStopsTheJob(t *testing.T) {
 // nothing is stored.
 func TestBudgetBelowOneRoundIsRefused(t *testing.T) {
 	m := manager(t)
-	_, err := m.Submit(small(t, func(s *Spec) { s.DP.EpsilonBudget = 1 }))
+	_, err := m.Submit(small(t, func(s *types.Spec) { s.DP.EpsilonBudget = 1 }))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "dp.epsilon_budget" {
 		t.Fatalf("got %v, want a validation error on dp.epsilon_budget", err)
@@ -95,8 +88,8 @@ func TestBudgetBelowOneRoundIsRefused(t *testing.T) {
 // would overshoot.
 func TestTargetEpsilonCalibratesNoise(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.DP.TargetEpsilon = 4; s.Rounds = 8 }))
-	if st.State != storage.StateCompleted || st.Round != 8 {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.DP.TargetEpsilon = 4; s.Rounds = 8 }))
+	if st.State != types.StateCompleted || st.Round != 8 {
 		t.Fatalf("%s after %d rounds: %s", st.State, st.Round, st.Message)
 	}
 	z := st.Spec.DP.NoiseMultiplier
@@ -113,8 +106,8 @@ func TestTargetEpsilonCalibratesNoise(t *testing.T) {
 
 func TestNonPrivateJobRecordsNoEvents(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.DP.Enabled = false }))
-	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.DP.Enabled = false }))
+	if st.State != types.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
 		t.Fatalf("non-DP job: %s, %+v", st.State, st.LatestTest)
 	}
 	rep, _ := m.Privacy(st.ID)
@@ -129,22 +122,22 @@ func TestNonPrivateJobRecordsNoEvents(t *testing.T) {
 // without DP only.
 func TestFixedCohortEvent(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30}
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 30}
 		s.Rounds = 3
 	}))
-	if st.State != storage.StateCompleted {
+	if st.State != types.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
-	if st.Latest.Cohort != 30 || st.Latest.Reported != 0 {
+	if st.Latest.Selected != 30 || st.Latest.Reported != 0 {
 		t.Fatalf("latest round %+v: want the public K only", st.Latest)
 	}
-	held := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 30}
+	held := runToEnd(t, m, small(t, func(s *types.Spec) {
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 30}
 		s.Rounds, s.DP.Enabled = 3, false
 		s.Population.HeldOutFraction = 0.2
 	}))
-	if held.Latest.Clients == nil || held.Latest.Clients.Clients == 0 {
+	if held.Latest.HeldOut == nil || held.Latest.HeldOut.Clients == 0 {
 		t.Fatalf("non-DP held-out evaluation %+v", held.Latest)
 	}
 	rep, _ := m.Privacy(st.ID)
@@ -160,7 +153,7 @@ func TestFixedCohortEvent(t *testing.T) {
 
 func TestCancel(t *testing.T) {
 	m := manager(t)
-	j, err := m.Submit(small(t, func(s *Spec) { s.Rounds = 100000 }))
+	j, err := m.Submit(small(t, func(s *types.Spec) { s.Rounds = 100000 }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +173,7 @@ func TestCancel(t *testing.T) {
 func TestSpecValidation(t *testing.T) {
 	cases := map[string]string{
 		`{"model":"resnet"}`:                                                        "model",
-		`{"population":{"clients":70000}}`:                                          "population.clients",
+		`{"population":{"size":70000}}`:                                             "population.size",
 		`{"population":{"partition":"zipf"}}`:                                       "population.partition",
 		`{"population":{"dirichlet_alpha":0}}`:                                      "population.dirichlet_alpha",
 		`{"population":{"held_out_fraction":1}}`:                                    "population.held_out_fraction",
@@ -209,14 +202,14 @@ func TestSpecValidation(t *testing.T) {
 		`{"server":{"optimizer":"momentum","momentum":1}}`:                          "server.momentum",
 		`{"server":{"lr":0}}`:                                                       "server.lr",
 		`{"population":{"on_demand":true,"max_examples":0}}`:                        "population.max_examples",
-		`{"population":{"on_demand":true,"clients":20000000}}`:                      "population.clients",
+		`{"population":{"on_demand":true,"size":20000000}}`:                         "population.size",
 		`{"participation":{"dropout_rate":1}}`:                                      "participation.dropout_rate",
 		`{"participation":{"among_available":true}}`:                                "participation.among_available",
 		`{"participation":{"diurnal_amplitude":0.5}}`:                               "participation.period_rounds",
 		`{"population":{"partition":"labels"}}`:                                     "population.labels_per_client",
 		`{"dataset":"leaf"}`:                                                        "leaf.train_dir",
 		`{"dataset":"synthetic","synthetic":{"alpha":-1}}`:                          "synthetic.alpha",
-		`{"dataset":"synthetic","population":{"clients":20000}}`:                    "population.clients",
+		`{"dataset":"synthetic","population":{"size":20000}}`:                       "population.size",
 		`{"algorithm":"fedsplit"}`:                                                  "algorithm",
 		`{"algorithm":"scaffold"}`:                                                  "algorithm",
 		`{"algorithm":"fednova"}`:                                                   "algorithm",
@@ -231,7 +224,7 @@ func TestSpecValidation(t *testing.T) {
 	for body, field := range cases {
 		s, err := ParseSpec([]byte(body))
 		if err == nil {
-			err = s.Validate(60000)
+			err = Validate(s, 60000)
 		}
 		var ve *ValidationError
 		if !errors.As(err, &ve) || ve.Field != field {
@@ -239,12 +232,12 @@ func TestSpecValidation(t *testing.T) {
 		}
 	}
 	s, err := ParseSpec([]byte(`{}`))
-	if err != nil || s.Validate(60000) != nil {
+	if err != nil || Validate(s, 60000) != nil {
 		t.Fatalf("the empty job (all defaults) is invalid: %v", err)
 	}
 	for _, opt := range []string{"momentum", "adagrad", "adam", "yogi"} {
 		s, err := ParseSpec([]byte(`{"server":{"optimizer":"` + opt + `","lr":0.01}}`))
-		if err != nil || s.Validate(60000) != nil {
+		if err != nil || Validate(s, 60000) != nil {
 			t.Fatalf("server optimizer %s with default hyperparameters is invalid: %v", opt, err)
 		}
 	}
@@ -255,32 +248,32 @@ func TestSpecValidation(t *testing.T) {
 }
 
 // Every FedOpt server optimizer trains a job end to end (its state
-// checkpointed every round) well past chance (10%).
+// checkpointed every round) well past chance (10%) on Fashion-MNIST.
 func TestServerOptimizersTrainJobs(t *testing.T) {
-	m := manager(t)
+	m := realManager(t)
 	for opt, lr := range map[string]float64{"momentum": 0.5, "adagrad": 0.03, "adam": 0.01, "yogi": 0.01} {
-		st := runToEnd(t, m, small(t, func(s *Spec) {
+		st := runToEnd(t, m, small(t, func(s *types.Spec) {
 			s.Server.Optimizer, s.Server.LR = opt, lr
 			s.DP.Enabled = false
 		}))
-		if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+		if st.State != types.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
 			t.Errorf("%s (η_s = %g): %s, test %+v", opt, lr, st.State, st.LatestTest)
 		}
 	}
 }
 
-// SCAFFOLD and FedNova jobs train, with stragglers varying the clients'
-// step counts.
+// SCAFFOLD and FedNova jobs train on Fashion-MNIST, with stragglers
+// varying the clients' step counts.
 func TestCrossSiloAlgorithmsTrain(t *testing.T) {
-	m := manager(t)
+	m := realManager(t)
 	for _, alg := range []string{"scaffold", "fednova"} {
-		st := runToEnd(t, m, small(t, func(s *Spec) {
+		st := runToEnd(t, m, small(t, func(s *types.Spec) {
 			s.Algorithm = alg
 			s.DP.Enabled = false
 			s.Client.Epochs = 2
 			s.Client.Stragglers = 0.5
 		}))
-		if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
+		if st.State != types.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.6 {
 			t.Errorf("%s: %s, test %+v", alg, st.State, st.LatestTest)
 		}
 	}
@@ -288,50 +281,46 @@ func TestCrossSiloAlgorithmsTrain(t *testing.T) {
 
 // A job whose algorithm keeps state (SCAFFOLD's control variates, FedAdam's
 // moments) stops with the server mid-way and resumes from its checkpoint in
-// a new manager over the same database.
+// a new manager over the same database, committing every round once.
 func TestStatefulAlgorithmsResume(t *testing.T) {
-	manager(t) // skips without the data
 	path := filepath.Join(t.TempDir(), "dpfl.db")
 	open := func() (*Manager, *storage.DB) {
 		db, err := storage.Open(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, Workers: 2, Logger: slog.New(slog.DiscardHandler)}), db
+		return managerOn(t, db, Options{FashionMNIST: fakeFashionMNIST(smallTrain)}), db
 	}
 	m, db := open()
-	const rounds = 150
+	// Each job waits before its round 4 until the server stops: the
+	// restart finds 3 committed rounds, whatever the machine's speed.
+	const rounds, stopAt = 8, 4
+	waiting := make(chan string, 2)
+	m.beforeRound = func(ctx context.Context, id string, r int) {
+		if r == stopAt {
+			waiting <- id
+			<-ctx.Done()
+		}
+	}
 	var ids []string
-	for _, edit := range []func(*Spec){
-		func(s *Spec) { s.Algorithm, s.DP.Enabled = "scaffold", false },
-		func(s *Spec) { s.Server.Optimizer, s.Server.LR = "adam", 0.01 },
+	for _, edit := range []func(*types.Spec){
+		func(s *types.Spec) { s.Algorithm, s.DP.Enabled = "scaffold", false },
+		func(s *types.Spec) { s.Server.Optimizer, s.Server.LR = "adam", 0.01 },
 	} {
-		j, err := m.Submit(small(t, func(s *Spec) { s.Rounds = rounds; edit(s) }))
+		j, err := m.Submit(small(t, func(s *types.Spec) { s.Rounds = rounds; edit(s) }))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, j.ID)
 	}
-	for _, id := range ids {
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-			j, err := db.Job(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if j.Round >= 3 {
-				break
-			}
-			if time.Now().After(deadline) || j.State.Terminal() {
-				t.Fatalf("job %s %s at round %d", id, j.State, j.Round)
-			}
-		}
-	}
+	<-waiting
+	<-waiting
 	if err := m.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if j, _ := db.Job(id); j.State.Terminal() || j.Round >= rounds {
-			t.Fatalf("job %s already %s at round %d before the restart: nothing to resume", id, j.State, j.Round)
+		if j, _ := db.Job(id); j.State.Terminal() || j.Round != stopAt-1 {
+			t.Fatalf("job %s %s at round %d before the restart, want running at %d", id, j.State, j.Round, stopAt-1)
 		}
 	}
 	db.Close()
@@ -346,8 +335,17 @@ func TestStatefulAlgorithmsResume(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != storage.StateCompleted || st.Round != rounds {
+		if st.State != types.StateCompleted || st.Round != rounds {
 			t.Fatalf("resumed %s (%s): %s at round %d: %s", id, st.Spec.Algorithm, st.State, st.Round, st.Message)
+		}
+		met, err := m.Metrics(id)
+		if err != nil || len(met) != rounds {
+			t.Fatalf("%s: %d rounds of metrics, %v", id, len(met), err)
+		}
+		for i, r := range met {
+			if r.Round != i+1 {
+				t.Fatalf("%s: metrics of rounds %+v", id, met)
+			}
 		}
 	}
 }
@@ -357,19 +355,19 @@ func TestStatefulAlgorithmsResume(t *testing.T) {
 // 60 features and is refused at submit, naming the model.
 func TestSyntheticJob(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
 		s.Dataset = "synthetic"
-		s.Synthetic = SyntheticSpec{Alpha: 1, Beta: 1}
-		s.Population.Clients = 30
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 10}
-		s.Client = ClientSpec{Epochs: 5, BatchSize: 10, LR: 0.01, ProxMu: 1}
+		s.Synthetic = types.SyntheticSpec{Alpha: 1, Beta: 1}
+		s.Population.Size = 30
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 10}
+		s.Client = types.ClientSpec{Epochs: 5, BatchSize: 10, LR: 0.01, ProxMu: 1}
 		s.DP.Enabled = false
 		s.Rounds = 30
 	}))
-	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.4 {
+	if st.State != types.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.4 {
 		t.Fatalf("synthetic job: %s, test %+v: %s", st.State, st.LatestTest, st.Message)
 	}
-	_, err := m.Submit(small(t, func(s *Spec) { s.Dataset, s.Model, s.Population.Clients = "synthetic", "cnn", 30 }))
+	_, err := m.Submit(small(t, func(s *types.Spec) { s.Dataset, s.Model, s.Population.Size = "synthetic", "cnn", 30 }))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "model" {
 		t.Fatalf("cnn on synthetic: %v, want a validation error on model", err)
@@ -409,28 +407,28 @@ func TestLEAFAndLabelsJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st := runToEnd(t, m, small(t, func(s *Spec) {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
 		s.Dataset = "leaf"
-		s.LEAF = LEAFSpec{TrainDir: "train", TestDir: "test", Classes: 3} // under the data root
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 3}
+		s.LEAF = types.LEAFSpec{TrainDir: "train", TestDir: "test", Classes: 3} // under the data root
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 3}
 		s.DP.Enabled = false
 	}))
-	if st.State != storage.StateCompleted || st.Spec.Population.Clients != 6 || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.8 {
-		t.Fatalf("leaf job: %s, %d clients, test %+v: %s", st.State, st.Spec.Population.Clients, st.LatestTest, st.Message)
+	if st.State != types.StateCompleted || st.Spec.Population.Size != 6 || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.8 {
+		t.Fatalf("leaf job: %s, %d clients, test %+v: %s", st.State, st.Spec.Population.Size, st.LatestTest, st.Message)
 	}
-	_, err := m.Submit(small(t, func(s *Spec) { s.Dataset, s.LEAF.TrainDir, s.LEAF.TestDir = "leaf", "nope", "test" }))
+	_, err := m.Submit(small(t, func(s *types.Spec) { s.Dataset, s.LEAF.TrainDir, s.LEAF.TestDir = "leaf", "nope", "test" }))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "leaf.train_dir" {
 		t.Fatalf("missing LEAF directory: %v, want a validation error on leaf.train_dir", err)
 	}
-	st = runToEnd(t, m, small(t, func(s *Spec) {
+	st = runToEnd(t, m, small(t, func(s *types.Spec) {
 		s.Population.Partition, s.Population.LabelsPerClient = "labels", 2
 		s.DP.Enabled = false
 	}))
 	// Cohorts are sampled from crypto/rand, so accuracy varies from run to
 	// run: over 100 runs it ranged 0.42–0.70 after 10 rounds. The check is
 	// that training learns (three times chance, 0.1), not how well.
-	if st.State != storage.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.3 {
+	if st.State != types.StateCompleted || st.LatestTest == nil || st.LatestTest.Test.Accuracy < 0.3 {
 		t.Fatalf("labels partition job: %s, test %+v: %s", st.State, st.LatestTest, st.Message)
 	}
 }
@@ -438,10 +436,11 @@ func TestLEAFAndLabelsJobs(t *testing.T) {
 // Every round records its participation and the round-time model's
 // estimate; the job's total is the running sum, and
 // GET /v1/jobs/{id}/rounds (Manager.Rounds) shows both. With a tenth of
-// the cohort dropped as stragglers, dropped = straggled.
+// the cohort dropped as stragglers and no other participation effect,
+// every selected user either reported or was a straggler.
 func TestRoundsRecordParticipationAndTime(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
 		s.DP.Enabled = false // under DP these counts are private (TestDPReleases)
 		s.Client.Stragglers, s.Client.DropStragglers = 0.1, true
 		s.RoundTime.ComputeSigma = 0.5
@@ -454,11 +453,11 @@ func TestRoundsRecordParticipationAndTime(t *testing.T) {
 	straggled := 0
 	for _, r := range rs {
 		total += r.EstimatedSeconds
-		straggled += r.Straggled
+		straggled += r.Stragglers
 		if r.EstimatedSeconds < st.Spec.RoundTime.ComputeOverhead || math.Abs(r.EstimatedTotalSeconds-total) > 1e-6*total {
 			t.Fatalf("round %d: estimate %v s, total %v s (running sum %v)", r.Round, r.EstimatedSeconds, r.EstimatedTotalSeconds, total)
 		}
-		if r.Reported > r.Selected || r.Dropped != r.Straggled || r.Reported+r.Dropped != r.Selected {
+		if r.Unavailable+r.DroppedOut+r.Late != 0 || r.Reported+r.Stragglers != r.Selected {
 			t.Fatalf("round %d: %+v", r.Round, r)
 		}
 	}
@@ -479,9 +478,9 @@ func TestRoundsRecordParticipationAndTime(t *testing.T) {
 // users is refused under DP.
 func TestParticipation(t *testing.T) {
 	m := manager(t)
-	part := ParticipationSpec{DiurnalAmplitude: 0.5, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5}
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Participation, s.DP.Enabled = part, false }))
-	if st.State != storage.StateCompleted {
+	part := types.ParticipationSpec{DiurnalAmplitude: 0.5, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5}
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Participation, s.DP.Enabled = part, false }))
+	if st.State != types.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
 	met, err := m.Metrics(st.ID)
@@ -490,7 +489,7 @@ func TestParticipation(t *testing.T) {
 	}
 	offline := 0
 	for _, r := range met {
-		if r.Reported > 30 || r.Unavailable+r.DroppedOut+r.Late+r.Reported != r.Cohort {
+		if r.Reported > 30 || r.Unavailable+r.DroppedOut+r.Late+r.Reported != r.Selected {
 			t.Fatalf("round %d: %+v", r.Round, r)
 		}
 		offline += r.Unavailable
@@ -499,7 +498,7 @@ func TestParticipation(t *testing.T) {
 		t.Fatal("diurnal amplitude 0.5 left every selected user online")
 	}
 
-	st = runToEnd(t, m, small(t, func(s *Spec) { s.Participation = part }))
+	st = runToEnd(t, m, small(t, func(s *types.Spec) { s.Participation = part }))
 	rep, err := m.Privacy(st.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -513,9 +512,9 @@ func TestParticipation(t *testing.T) {
 		t.Fatalf("ledger event %+v, want %+v", ev, want)
 	}
 
-	_, err = m.Submit(small(t, func(s *Spec) {
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 20}
-		s.Participation = ParticipationSpec{DiurnalAmplitude: 0.8, PeriodRounds: 10, AmongAvailable: true}
+	_, err = m.Submit(small(t, func(s *types.Spec) {
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 20}
+		s.Participation = types.ParticipationSpec{DiurnalAmplitude: 0.8, PeriodRounds: 10, AmongAvailable: true}
 	}))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "participation.among_available" {
@@ -528,15 +527,15 @@ func TestParticipation(t *testing.T) {
 // 10th percentile, minimum), eval users are kept out of every cohort, and
 // the status notes that users share examples.
 func TestOnDemandPopulationJob(t *testing.T) {
-	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Population = PopulationSpec{Source: "simulated", Clients: 1_000_000, Partition: "dirichlet", DirichletAlpha: 1,
+	m := realManager(t)
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
+		s.Population = types.PopulationSpec{Source: "simulated", Size: 1_000_000, Partition: "dirichlet", DirichletAlpha: 1,
 			OnDemand: true, SizeMu: math.Log(20), SizeSigma: 0.5, MaxExamples: 200, EvalUserFraction: 0.01}
 		s.Sampling.Rate = 0.0001
 		s.EvalEvery = 10
 		s.DP.Enabled = false // evaluation users would have no protection under DP
 	}))
-	if st.State != storage.StateCompleted {
+	if st.State != types.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
 	ev := st.LatestTest

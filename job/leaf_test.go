@@ -2,38 +2,20 @@ package job
 
 import (
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/storage"
+	"github.com/dpfl/dpfl/api/types"
 )
 
-// managerWithDataRoot is manager(t) on a server started with
-// --data-root root.
-func managerWithDataRoot(t testing.TB, root string) *Manager {
-	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
-	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewManager(db, Options{DataDir: data.DefaultFashionMNISTDir, DataRoot: root, Workers: 2, Logger: slog.New(slog.DiscardHandler)})
-	t.Cleanup(func() { m.Shutdown(t.Context()); db.Close() })
-	return m
-}
-
 // leafSpec is a small LEAF job on the directories train and test.
-func leafSpec(t *testing.T, train, test string) Spec {
-	return small(t, func(s *Spec) {
+func leafSpec(t *testing.T, train, test string) types.Spec {
+	return small(t, func(s *types.Spec) {
 		s.Dataset = "leaf"
-		s.LEAF = LEAFSpec{TrainDir: train, TestDir: test}
-		s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 2}
+		s.LEAF = types.LEAFSpec{TrainDir: train, TestDir: test}
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 2}
 		s.DP.Enabled = false
 	})
 }
@@ -112,8 +94,8 @@ func TestLEAFPathsStayUnderTheDataRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := runToEnd(t, m, leafSpec(t, "train", "./test/"))
-	if st.State != storage.StateCompleted || st.Spec.Population.Clients != 2 {
-		t.Errorf("leaf job under the root: %s, %d clients: %s", st.State, st.Spec.Population.Clients, st.Message)
+	if st.State != types.StateCompleted || st.Spec.Population.Size != 2 {
+		t.Errorf("leaf job under the root: %s, %d clients: %s", st.State, st.Spec.Population.Size, st.Message)
 	}
 }
 

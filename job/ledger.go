@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -17,7 +18,7 @@ type ledgerState struct {
 	jobID string
 	event accounting.Event // every round of a job releases this event
 	raw   []byte
-	// unit is the privacy unit the job is charged to ("" for none),
+	// unit is the shared budget the job is charged to ("" for none),
 	// named in each charge's transparency log leaf.
 	unit  string
 	delta float64
@@ -35,7 +36,7 @@ type ledgerState struct {
 // does not hold an event for every committed round (checkLedger) is an
 // error naming the job, its committed rounds and the events found: the job
 // must not run on a spend that under-counts.
-func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
+func (m *Manager) openLedger(jobID string, spec types.Spec) (*ledgerState, error) {
 	ev := roundEvent(spec)
 	raw, err := accounting.MarshalEvent(ev)
 	if err != nil {
@@ -43,7 +44,7 @@ func (m *Manager) openLedger(jobID string, spec Spec) (*ledgerState, error) {
 	}
 	// The job's ε (and its budget check) is at the δ its privacy report
 	// uses: δ less what secure aggregation's aborts cost.
-	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.PrivacyUnit, delta: spec.DP.AccountingDelta()}
+	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.Budget, delta: AccountingDelta(spec.DP)}
 	events, err := ledgerEvents(m.db, jobID)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func extraEvents(events, committed int) int {
 
 // VerifyLedgers checks, for every job trained with DP, that its ledger
 // holds an event for every committed round (checkLedger) and decodes, and
-// that the privacy unit it names exists. dpfl-server runs it at start,
+// that the shared budget it names exists. dpfl-server runs it at start,
 // after storage.DB.VerifyWith; it reads every DP job's ledger once. The
 // result is nil or the joined errors, one per job, each naming the job.
 func (m *Manager) VerifyLedgers() error {
@@ -147,7 +148,7 @@ func (m *Manager) VerifyLedgers() error {
 	}
 	var errs []error
 	for _, j := range jobs {
-		var s Spec
+		var s types.Spec
 		if err := json.Unmarshal(j.Config, &s); err != nil {
 			errs = append(errs, fmt.Errorf("job %s: stored configuration unreadable: %w", j.ID, err))
 			continue
@@ -158,9 +159,9 @@ func (m *Manager) VerifyLedgers() error {
 		if _, err := ledgerEvents(m.db, j.ID); err != nil {
 			errs = append(errs, err)
 		}
-		if name := s.DP.PrivacyUnit; name != "" {
+		if name := s.DP.Budget; name != "" {
 			if _, err := m.db.Unit(name); err != nil {
-				errs = append(errs, fmt.Errorf("job %s is charged to privacy unit %q: %w", j.ID, name, err))
+				errs = append(errs, fmt.Errorf("job %s is charged to budget %q: %w", j.ID, name, err))
 			}
 		}
 	}
@@ -174,7 +175,7 @@ func (l *ledgerState) project() (err error) {
 }
 
 // append records round's event durably, with its charge leaf in the
-// transparency log (naming the job's privacy unit, if any) in the same
+// transparency log (naming the job's shared budget, if any) in the same
 // transaction, then advances the reports.
 func (l *ledgerState) append(round int) error {
 	if _, err := l.db.AppendCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -55,13 +56,13 @@ func TestCheckLedger(t *testing.T) {
 // A job whose ledger lost the event of a committed round (a truncated
 // tail) does not run on the under-counted spend: it fails, naming the
 // job, its committed rounds and the events found. Its privacy report, its
-// unit and the start-up check refuse it too.
+// budget and the start-up check refuse it too.
 func TestTruncatedLedgerFailsTheJob(t *testing.T) {
 	m := manager(t)
-	if _, err := m.CreateUnit("pop", 100, 1e-6); err != nil {
+	if _, err := m.CreateBudget("pop", 100, 1e-6); err != nil {
 		t.Fatal(err)
 	}
-	spec := small(t, func(s *Spec) { s.DP.PrivacyUnit, s.DP.Delta = "pop", 1e-6 })
+	spec := small(t, func(s *types.Spec) { s.DP.Budget, s.DP.Delta = "pop", 1e-6 })
 	id := stored(t, m, spec, 3, []int{1, 2}) // round 3 committed without its event
 	want := fmt.Sprintf("job %s: privacy ledger holds 2 events for 3 committed rounds", id)
 
@@ -71,7 +72,7 @@ func TestTruncatedLedgerFailsTheJob(t *testing.T) {
 	if _, err := m.Privacy(id); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("privacy report: %v", err)
 	}
-	if _, err := m.Unit("pop"); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := m.Budget("pop"); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("unit report: %v", err)
 	}
 	if err := m.Resume(); err != nil {
@@ -82,7 +83,7 @@ func TestTruncatedLedgerFailsTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != storage.StateFailed || st.Round != 3 || !strings.Contains(st.Message, want) {
+	if st.State != types.StateFailed || st.Round != 3 || !strings.Contains(st.Message, want) {
 		t.Fatalf("job %s at round %d: %q", st.State, st.Round, st.Message)
 	}
 	if l, _ := m.db.Ledger(id); len(l) != 2 {
@@ -96,7 +97,7 @@ func TestTruncatedLedgerFailsTheJob(t *testing.T) {
 // per round plus exactly those four.
 func TestInterruptedRoundsLeaveOneEventEach(t *testing.T) {
 	m := manager(t)
-	spec := small(t, func(s *Spec) { s.Rounds = 5 })
+	spec := small(t, func(s *types.Spec) { s.Rounds = 5 })
 	id := stored(t, m, spec, 2, []int{1, 1, 2, 2, 3, 3})
 	if err := m.VerifyLedgers(); err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestInterruptedRoundsLeaveOneEventEach(t *testing.T) {
 	}
 	m.Wait(id)
 	st, _ := m.Get(id)
-	if st.State != storage.StateCompleted || st.Round != 5 {
+	if st.State != types.StateCompleted || st.Round != 5 {
 		t.Fatalf("resumed job %s at round %d: %s", st.State, st.Round, st.Message)
 	}
 	rep, err := m.Privacy(id)
@@ -138,7 +139,7 @@ func TestInterruptedRoundsLeaveOneEventEach(t *testing.T) {
 		}
 		seen++
 		n := mr.Round + 4
-		r, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(spec), Count: n}}, spec.DP.AccountingDelta())
+		r, err := accounting.Account([]accounting.Event{accounting.SelfComposed{Event: roundEvent(spec), Count: n}}, AccountingDelta(spec.DP))
 		if err != nil || mr.Epsilon == nil || *mr.Epsilon != r.Epsilon() || mr.Accountant != r.Best.Accountant {
 			got := "none"
 			if mr.Epsilon != nil {
@@ -155,20 +156,20 @@ func TestInterruptedRoundsLeaveOneEventEach(t *testing.T) {
 	}
 }
 
-// The start-up check also names a DP job charged to a unit that does not
+// The start-up check also names a DP job charged to a budget that does not
 // exist, and reads a non-DP job's empty ledger as fine.
-func TestVerifyLedgersUnknownUnit(t *testing.T) {
+func TestVerifyLedgersUnknownBudget(t *testing.T) {
 	m := manager(t)
-	stored(t, m, small(t, func(s *Spec) { s.DP.Enabled = false }), 2, nil)
+	stored(t, m, small(t, func(s *types.Spec) { s.DP.Enabled = false }), 2, nil)
 	if err := m.VerifyLedgers(); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ := json.Marshal(small(t, func(s *Spec) { s.DP.PrivacyUnit = "gone" }))
+	cfg, _ := json.Marshal(small(t, func(s *types.Spec) { s.DP.Budget = "gone" }))
 	if err := m.db.CreateJob(storage.Job{ID: "job-orphan", Config: cfg, State: storage.StateCompleted}); err != nil {
 		t.Fatal(err)
 	}
 	err := m.VerifyLedgers()
-	if err == nil || !strings.Contains(err.Error(), `job job-orphan is charged to privacy unit "gone"`) || !errors.Is(err, storage.ErrNotFound) {
+	if err == nil || !strings.Contains(err.Error(), `job job-orphan is charged to budget "gone"`) || !errors.Is(err, storage.ErrNotFound) {
 		t.Fatalf("orphan job: %v", err)
 	}
 }

@@ -1,44 +1,17 @@
 package job
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/storage"
 )
-
-// managerOn is a manager over db with options opt (Fashion-MNIST, two
-// workers, a silent log unless opt sets one).
-func managerOn(t *testing.T, db *storage.DB, opt Options) *Manager {
-	t.Helper()
-	opt.DataDir, opt.Workers = data.DefaultFashionMNISTDir, 2
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.DiscardHandler)
-	}
-	m := NewManager(db, opt)
-	t.Cleanup(func() { m.Shutdown(t.Context()) })
-	return m
-}
-
-// openDB opens a fresh database for a test (skipping it without the
-// dataset, like manager).
-func openDB(t *testing.T) *storage.DB {
-	t.Helper()
-	manager(t) // skips without Fashion-MNIST
-	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // storeRunning stores a job as a server would have left it running,
 // without starting it.
@@ -49,7 +22,7 @@ func storeRunning(t *testing.T, db *storage.DB, id string, config []byte) {
 	}
 }
 
-func specJSON(t *testing.T, s Spec) []byte {
+func specJSON(t *testing.T, s types.Spec) []byte {
 	t.Helper()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -65,25 +38,25 @@ func TestPanickingJobFailsAndOthersRun(t *testing.T) {
 	m := manager(t)
 	var boom atomic.Bool
 	boom.Store(true)
-	m.beforeRound = func(_ string, r int) {
+	m.beforeRound = func(_ context.Context, _ string, r int) {
 		if r == 2 && boom.Load() {
 			panic("injected failure")
 		}
 	}
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 3; s.DP.Enabled = false }))
-	if st.State != storage.StateFailed || !strings.Contains(st.Message, "panicked") || !strings.Contains(st.Message, "injected failure") {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 3; s.DP.Enabled = false }))
+	if st.State != types.StateFailed || !strings.Contains(st.Message, "panicked") || !strings.Contains(st.Message, "injected failure") {
 		t.Fatalf("%s: %q, want failed with the panic", st.State, st.Message)
 	}
 	if st.Round != 1 {
 		t.Fatalf("committed %d rounds, want the 1 before the panic", st.Round)
 	}
 	// A DP job's message is released: the panic's text stays in the log.
-	st = runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 3 }))
-	if st.State != storage.StateFailed || !strings.Contains(st.Message, "panicked") || strings.Contains(st.Message, "injected failure") {
+	st = runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 3 }))
+	if st.State != types.StateFailed || !strings.Contains(st.Message, "panicked") || strings.Contains(st.Message, "injected failure") {
 		t.Fatalf("DP job %s: %q, want failed without the panic's text", st.State, st.Message)
 	}
 	boom.Store(false)
-	if next := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 2 })); next.State != storage.StateCompleted {
+	if next := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 2 })); next.State != types.StateCompleted {
 		t.Fatalf("the next job: %s: %q", next.State, next.Message)
 	}
 }
@@ -95,7 +68,7 @@ func TestPanickingJobFailsAndOthersRun(t *testing.T) {
 // restart.
 func TestResumeFailsBadJobsAndRunsTheRest(t *testing.T) {
 	db := openDB(t)
-	good := small(t, func(s *Spec) { s.Rounds = 2 })
+	good := small(t, func(s *types.Spec) { s.Rounds = 2 })
 	infinite := good
 	infinite.DP.NoiseMultiplier, infinite.DP.ClipNorm = 1e308, 1e308
 	huge := good
@@ -108,7 +81,7 @@ func TestResumeFailsBadJobsAndRunsTheRest(t *testing.T) {
 	storeRunning(t, db, "job-good", specJSON(t, good))
 
 	m := managerOn(t, db, Options{MaxJobMemory: 1 << 30})
-	m.beforeRound = func(id string, _ int) {
+	m.beforeRound = func(_ context.Context, id string, _ int) {
 		if id == "job-panics" {
 			panic("injected failure")
 		}
@@ -128,7 +101,7 @@ func TestResumeFailsBadJobsAndRunsTheRest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.State != storage.StateFailed {
+		if st.State != types.StateFailed {
 			t.Errorf("%s: %s (%q), want failed", id, st.State, st.Message)
 		}
 		for _, p := range parts {
@@ -138,8 +111,8 @@ func TestResumeFailsBadJobsAndRunsTheRest(t *testing.T) {
 		}
 	}
 	m.Wait("job-good")
-	if st, err := m.Get("job-good"); err != nil || st.State != storage.StateCompleted || st.Round != 2 {
-		t.Fatalf("the good job: %+v, %v", st.Job, err)
+	if st, err := m.Get("job-good"); err != nil || st.State != types.StateCompleted || st.Round != 2 {
+		t.Fatalf("the good job: %+v, %v", st, err)
 	}
 	// One unreadable record does not make the list unreadable.
 	if list, err := m.List(); err != nil || len(list) != 5 {
@@ -152,15 +125,15 @@ func TestResumeFailsBadJobsAndRunsTheRest(t *testing.T) {
 // forever (finding 7); Shutdown writes it once storage works again.
 func TestFinalStateWriteFailureIsRetriedAndSurfaced(t *testing.T) {
 	m := manager(t)
-	m.retryBackoff = time.Millisecond
+	m.runs.retryBackoff = time.Millisecond
 	var calls atomic.Int32
 	diskFull := errors.New("no space left on device")
-	m.setState = func(string, storage.JobState, string) error {
+	m.runs.setState = func(string, storage.JobState, string) error {
 		calls.Add(1)
 		return diskFull
 	}
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 2; s.DP.Enabled = false }))
-	if st.State != storage.StateCompleted || !strings.Contains(st.Message, "not persisted") || !strings.Contains(st.Message, diskFull.Error()) {
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 2; s.DP.Enabled = false }))
+	if st.State != types.StateCompleted || !strings.Contains(st.Message, "not persisted") || !strings.Contains(st.Message, diskFull.Error()) {
 		t.Fatalf("%s: %q, want completed, not persisted", st.State, st.Message)
 	}
 	if n := calls.Load(); n != finishAttempts {
@@ -170,13 +143,13 @@ func TestFinalStateWriteFailureIsRetriedAndSurfaced(t *testing.T) {
 		t.Fatalf("stored %s, %v: the write was injected to fail", stored.State, err)
 	}
 	list, err := m.List()
-	if err != nil || len(list) != 1 || list[0].State != storage.StateCompleted {
+	if err != nil || len(list) != 1 || list[0].State != types.StateCompleted {
 		t.Fatalf("List: %+v, %v", list, err)
 	}
 	if _, err := m.Cancel(st.ID); !errors.Is(err, ErrConflict) {
 		t.Fatalf("cancelling a finished job: %v, want a conflict", err)
 	}
-	m.setState = m.db.SetJobState
+	m.runs.setState = m.db.SetJobState
 	if err := m.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -187,15 +160,15 @@ func TestFinalStateWriteFailureIsRetriedAndSurfaced(t *testing.T) {
 	// A write that fails twice and then succeeds is stored, no overlay.
 	calls.Store(0)
 	m2 := manager(t)
-	m2.retryBackoff = time.Millisecond
-	m2.setState = func(id string, s storage.JobState, msg string) error {
+	m2.runs.retryBackoff = time.Millisecond
+	m2.runs.setState = func(id string, s storage.JobState, msg string) error {
 		if calls.Add(1) <= 2 {
 			return diskFull
 		}
 		return m2.db.SetJobState(id, s, msg)
 	}
-	st = runToEnd(t, m2, small(t, func(s *Spec) { s.Rounds = 1; s.DP.Enabled = false }))
-	if st.State != storage.StateCompleted || st.Message != "trained 1 rounds" || calls.Load() != 3 {
+	st = runToEnd(t, m2, small(t, func(s *types.Spec) { s.Rounds = 1; s.DP.Enabled = false }))
+	if st.State != types.StateCompleted || st.Message != "trained 1 rounds" || calls.Load() != 3 {
 		t.Fatalf("%s %q after %d attempts", st.State, st.Message, calls.Load())
 	}
 }

@@ -3,6 +3,7 @@ package job
 import (
 	"math"
 
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl"
 )
 
@@ -20,10 +21,10 @@ import (
 // dataset), secure aggregation's instance parameters (chosen from the
 // cohort's size), and the test score of leaf and synthetic jobs, whose
 // test split is the users' own data.
-func (met RoundMetrics) released(spec Spec) RoundMetrics {
-	out := RoundMetrics{Round: met.Round, Epsilon: met.Epsilon, Accountant: met.Accountant, Time: met.Time}
+func released(met types.RoundMetrics, spec types.Spec) types.RoundMetrics {
+	out := types.RoundMetrics{Round: met.Round, Epsilon: met.Epsilon, Accountant: met.Accountant, Time: met.Time}
 	if spec.Sampling.Scheme == "fixed" && spec.Population.Source != "devices" {
-		out.Cohort = met.Cohort
+		out.Selected = met.Selected
 	}
 	if spec.Dataset == "fashion-mnist" && met.Test != nil {
 		t := *met.Test

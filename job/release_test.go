@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dpfl/dpfl/storage"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 // publicKeys are the only JSON keys a DP job's round metrics, round
@@ -64,20 +64,20 @@ func releasedKeys(t *testing.T, name string, v any) []string {
 // its full metrics.
 func TestDPReleases(t *testing.T) {
 	m := manager(t)
-	jobs := map[string]func(*Spec){
-		"poisson with participation": func(s *Spec) {
-			s.Participation = ParticipationSpec{DiurnalAmplitude: 0.3, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5, DeadlineSeconds: 30}
+	jobs := map[string]func(*types.Spec){
+		"poisson with participation": func(s *types.Spec) {
+			s.Participation = types.ParticipationSpec{DiurnalAmplitude: 0.3, PeriodRounds: 4, DropoutRate: 0.1, OverSelection: 0.5, DeadlineSeconds: 30}
 			s.Client.Stragglers = 0.2
 		},
-		"fixed over secure aggregation": func(s *Spec) {
-			s.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 20}
+		"fixed over secure aggregation": func(s *types.Spec) {
+			s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 20}
 			s.SecureAggregation = true
 		},
-		"synthetic": func(s *Spec) { s.Dataset = "synthetic"; s.Population.Clients = 100 },
+		"synthetic": func(s *types.Spec) { s.Dataset = "synthetic"; s.Population.Size = 100 },
 	}
 	for name, edit := range jobs {
-		st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 5; edit(s) }))
-		if st.State != storage.StateCompleted {
+		st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 5; edit(s) }))
+		if st.State != types.StateCompleted {
 			t.Fatalf("%s: %s: %s", name, st.State, st.Message)
 		}
 		met, err := m.Metrics(st.ID)
@@ -97,14 +97,14 @@ func TestDPReleases(t *testing.T) {
 			t.Errorf("%s: private values released: %v", name, bad)
 		}
 		fixed := st.Spec.Sampling.Scheme == "fixed"
-		if (met[0].Cohort != 0) != fixed || met[0].Epsilon == nil {
+		if (met[0].Selected != 0) != fixed || met[0].Epsilon == nil {
 			t.Errorf("%s: round 1 %+v: want ε, and the cohort size only for a fixed cohort", name, met[0])
 		}
 		if (st.LatestTest != nil) != (st.Spec.Dataset == "fashion-mnist") {
 			t.Errorf("%s: latest test %+v: the test split is public only for fashion-mnist", name, st.LatestTest)
 		}
 	}
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds, s.DP.Enabled = 2, false }))
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds, s.DP.Enabled = 2, false }))
 	if st.Latest == nil || st.Latest.Reported == 0 || st.Latest.TrainLoss == 0 || st.Latest.Seconds == 0 {
 		t.Fatalf("non-DP job lost its metrics: %+v", st.Latest)
 	}
@@ -118,13 +118,13 @@ func TestDPReleases(t *testing.T) {
 // at submit and store nothing.
 func TestDPRefusesUncoveredReleases(t *testing.T) {
 	m := manager(t)
-	for field, edit := range map[string]func(*Spec){
-		"population.eval_user_fraction": func(s *Spec) {
+	for field, edit := range map[string]func(*types.Spec){
+		"population.eval_user_fraction": func(s *types.Spec) {
 			s.Population.OnDemand, s.Population.EvalUserFraction, s.Population.MaxExamples = true, 0.1, 100
 		},
-		"population.held_out_fraction":  func(s *Spec) { s.Population.HeldOutFraction = 0.2 },
-		"participation.among_available": func(s *Spec) { s.Sampling.Scheme = "fixed"; s.Participation.AmongAvailable = true },
-		"secagg.dropout_rate":           func(s *Spec) { s.SecureAggregation, s.SecAgg.DropoutRate = true, 0.1 },
+		"population.held_out_fraction":  func(s *types.Spec) { s.Population.HeldOutFraction = 0.2 },
+		"participation.among_available": func(s *types.Spec) { s.Sampling.Scheme = "fixed"; s.Participation.AmongAvailable = true },
+		"secagg.dropout_rate":           func(s *types.Spec) { s.SecureAggregation, s.SecAgg.DropoutRate = true, 0.1 },
 	} {
 		_, err := m.Submit(small(t, edit))
 		var ve *ValidationError

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/dpfl/dpfl/storage"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 // binomialBelow against a brute-force sum of the binomial pmf.
@@ -32,19 +32,20 @@ func TestBinomialBelow(t *testing.T) {
 // configuration whose cohorts often fall below secagg.min_clients is
 // refused, and one where that is negligible runs with one event per
 // round and reports its abort_delta and its ε at δ − abort_delta. Without
-// DP, aborted rounds are retried with a fresh cohort.
+// DP, aborted rounds are retried with a fresh cohort until one is large
+// enough.
 func TestSecureAggregationAborts(t *testing.T) {
 	m := manager(t)
 	// Cohorts are Binomial(300, 0.1), mean 30: about half fall below 31.
-	_, err := m.Submit(small(t, func(s *Spec) { s.SecureAggregation, s.SecAgg.MinClients = true, 31 }))
+	_, err := m.Submit(small(t, func(s *types.Spec) { s.SecureAggregation, s.SecAgg.MinClients = true, 31 }))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || ve.Field != "secagg.min_clients" {
 		t.Fatalf("DP job whose rounds abort half the time: %v, want a validation error", err)
 	}
 
-	const rounds = 5
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds, s.SecureAggregation, s.SecAgg.MinClients = rounds, true, 5 }))
-	if st.State != storage.StateCompleted {
+	const rounds = 3
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds, s.SecureAggregation, s.SecAgg.MinClients = rounds, true, 5 }))
+	if st.State != types.StateCompleted {
 		t.Fatalf("%s: %s", st.State, st.Message)
 	}
 	rep, err := m.Privacy(st.ID)
@@ -56,12 +57,15 @@ func TestSecureAggregationAborts(t *testing.T) {
 		t.Fatalf("%d events, abort_delta %g", len(rep.Events), rep.AbortDelta)
 	}
 
-	st = runToEnd(t, m, small(t, func(s *Spec) {
+	// Cohorts are Binomial(100, 0.1): 70% fall below 12 and abort before
+	// the protocol runs; a round fails all 60 attempts with probability
+	// below 10^-9.
+	st = runToEnd(t, m, small(t, func(s *types.Spec) {
 		s.Rounds, s.DP.Enabled, s.DP.ClipNorm = 10, false, 0.5
-		s.SecureAggregation = true
-		s.SecAgg.MinClients, s.SecAgg.MaxAttempts, s.SecAgg.DropoutRate = 31, 20, 0.05
+		s.Population.Size, s.SecureAggregation = 100, true
+		s.SecAgg.MinClients, s.SecAgg.MaxAttempts, s.SecAgg.DropoutRate = 12, 60, 0.05
 	}))
-	if st.State != storage.StateCompleted || st.Round != 10 {
+	if st.State != types.StateCompleted || st.Round != 10 {
 		t.Fatalf("non-DP job ended %s at round %d: %s", st.State, st.Round, st.Message)
 	}
 	met, err := m.Metrics(st.ID)
@@ -70,7 +74,7 @@ func TestSecureAggregationAborts(t *testing.T) {
 	}
 	retried := 0
 	for _, r := range met {
-		if r.SecAgg == nil || r.SecAgg.Clients < 31 || r.SecAgg.Survivors+r.SecAgg.Dropped != r.SecAgg.Clients {
+		if r.SecAgg == nil || r.SecAgg.Clients < 12 || r.SecAgg.Survivors+r.SecAgg.Dropped != r.SecAgg.Clients {
 			t.Fatalf("round %d: secure aggregation stats %+v", r.Round, r.SecAgg)
 		}
 		if r.SecAgg.Attempt > 1 {
@@ -78,6 +82,6 @@ func TestSecureAggregationAborts(t *testing.T) {
 		}
 	}
 	if retried == 0 {
-		t.Fatal("no round was retried; P(cohort ≥ 31 in all 10 rounds) ≈ 3e-4")
+		t.Fatal("no round was retried; P(cohort ≥ 12 in all 10 rounds) ≈ 5e-6")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
@@ -70,7 +71,7 @@ func population(base *data.Dataset, perKind int, users []user) *harnessPop {
 // switched off and the denominator 1, from zero parameters with server SGD
 // at η_s = 1: the new parameters are the clipped (and, under secure
 // aggregation, encoded) sum of the reports the round keeps.
-func preNoiseSum(t *testing.T, spec Spec, pop *harnessPop, cohort []int, n int) []float32 {
+func preNoiseSum(t *testing.T, spec types.Spec, pop *harnessPop, cohort []int, n int) []float32 {
 	t.Helper()
 	mdl, err := model.New(spec.Model, pop.base.Dim, pop.base.Classes)
 	if err != nil {
@@ -80,9 +81,9 @@ func preNoiseSum(t *testing.T, spec Spec, pop *harnessPop, cohort []int, n int) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	alg := spec.fedAvg(mdl, server, 2, n)
-	alg.Aggregate = spec.aggregator(0, n, rand.New(rand.NewPCG(1, 2)), 2)
-	kept, _, _ := spec.Participation.Model(spec.Seed).Filter(cohort, 1)
+	alg := fedAvg(spec, mdl, server, 2, n)
+	alg.Aggregate = aggregator(spec, 0, n, rand.New(rand.NewPCG(1, 2)), 2)
+	kept, _, _ := participationModel(spec.Participation, spec.Seed).Filter(cohort, 1)
 	params := make([]float32, mdl.NumParams())
 	if _, err := alg.Round(context.Background(), 1, params, pop, kept, 1); err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func preNoiseSum(t *testing.T, spec Spec, pop *harnessPop, cohort []int, n int) 
 
 // recordedSensitivity is the L2 sensitivity, in clip norms, that the
 // round's ledger event assumes: z / (the event's Gaussian multiplier).
-func recordedSensitivity(t *testing.T, spec Spec) float64 {
+func recordedSensitivity(t *testing.T, spec types.Spec) float64 {
 	t.Helper()
 	var inner accounting.Event = roundEvent(spec)
 	for {
@@ -122,8 +123,8 @@ func distance(a, b []float32) float64 {
 
 // harnessSpecs enumerates the DP configurations to try; those that
 // Validate refuses are skipped (and counted by the caller).
-func harnessSpecs() []Spec {
-	var out []Spec
+func harnessSpecs() []types.Spec {
+	var out []types.Spec
 	for _, scheme := range []string{"poisson", "fixed"} {
 		for _, over := range []float64{0, 0.5} {
 			for _, deadline := range []float64{0, 40} {
@@ -133,11 +134,11 @@ func harnessSpecs() []Spec {
 							for _, avail := range []float64{0, 0.6} {
 								for _, secure := range []bool{false, true} {
 									s := DefaultSpec()
-									s.Population.Clients = 20
-									s.Sampling = SamplingSpec{Scheme: scheme, Rate: 0.5, CohortSize: 10}
-									s.Client = ClientSpec{Epochs: 2, BatchSize: 5, LR: 20, LRSchedule: defaultSchedule, Stragglers: strag, DropStragglers: drop}
+									s.Population.Size = 20
+									s.Sampling = types.SamplingSpec{Scheme: scheme, Rate: 0.5, CohortSize: 10}
+									s.Client = types.ClientSpec{Epochs: 2, BatchSize: 5, LR: 20, LRSchedule: defaultSchedule, Stragglers: strag, DropStragglers: drop}
 									s.DP.ClipNorm = 0.05
-									s.Participation = ParticipationSpec{OverSelection: over, DeadlineSeconds: deadline, DropoutRate: dropout,
+									s.Participation = types.ParticipationSpec{OverSelection: over, DeadlineSeconds: deadline, DropoutRate: dropout,
 										DiurnalAmplitude: avail, PeriodRounds: 5}
 									// Compute time dominates, so that device time
 									// follows each user's example count.
@@ -160,13 +161,36 @@ func harnessSpecs() []Spec {
 	return out
 }
 
-func (s Spec) harnessName() string {
+func harnessName(s types.Spec) string {
 	p := s.Participation
 	return fmt.Sprintf("%s/over=%g/deadline=%g/stragglers=%g,drop=%v/dropout=%g/avail=%g/secagg=%v",
 		s.Sampling.Scheme, p.OverSelection, p.DeadlineSeconds, s.Client.Stragglers, s.Client.DropStragglers, p.DropoutRate, p.DiurnalAmplitude, s.SecureAggregation)
 }
 
 func TestSensitivityConformance(t *testing.T) {
+	t.Run("plain", func(t *testing.T) {
+		worst := checkSensitivity(t, false, 40)
+		// The harness must be able to fail: over-selection under Poisson
+		// sampling moves the sum by more than C, so the charge at C of the
+		// old code would have been caught.
+		if worst <= 1.5 {
+			t.Fatalf("over-selection moved the sum by at most %.3g·C; the adversaries do not reach the 2C case", worst)
+		}
+		t.Logf("Poisson with over-selection: the sum moved by up to %.3g·C (a charge at C, as before, fails here)", worst)
+	})
+	t.Run("secure_aggregation", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("slow: runs the secure aggregation protocol (a key agreement per pair of users) for 192 rounds; runs in the full suite")
+		}
+		checkSensitivity(t, true, 12)
+	})
+}
+
+// checkSensitivity runs the harness over the configurations with or
+// without simulated secure aggregation (secure), fails t if fewer than
+// least of them are valid, and returns the most that over-selection under
+// Poisson sampling moved the sum, in clip norms.
+func checkSensitivity(t *testing.T, secure bool, least int) (worstOverSelection float64) {
 	const perKind = 400
 	base := harnessBase(perKind)
 	// The others: 19 users of kind 0 with 10 to 100 examples (device
@@ -180,9 +204,11 @@ func TestSensitivityConformance(t *testing.T) {
 		"tiny same": {0, 1}, "huge same": {0, 400},
 	}
 	accepted, refused := 0, 0
-	worstOverSelection := 0.0
 	for _, spec := range harnessSpecs() {
-		if err := spec.Validate(base.Len()); err != nil {
+		if spec.SecureAggregation != secure {
+			continue
+		}
+		if err := Validate(spec, base.Len()); err != nil {
 			refused++
 			continue
 		}
@@ -190,7 +216,7 @@ func TestSensitivityConformance(t *testing.T) {
 		bound := recordedSensitivity(t, spec) * spec.DP.ClipNorm
 		tol := 1e-6
 		if spec.SecureAggregation {
-			sampler, _ := spec.sampler(20)
+			sampler, _ := specSampler(spec, 20)
 			enc, err := secagg.NewEncoding(cohortBound(sampler, 20), spec.DP.ClipNorm)
 			if err != nil {
 				t.Fatal(err)
@@ -200,7 +226,7 @@ func TestSensitivityConformance(t *testing.T) {
 		worst := 0.0
 		for name, adv := range adversaries {
 			var a, b []float32
-			if spec.Adjacency() == AdjacencyAddRemove {
+			if Adjacency(spec) == AdjacencyAddRemove {
 				// D has the 19 others; D' adds the adversary (id 19), sampled.
 				small := population(base, perKind, others)
 				large := population(base, perKind, append(others[:19:19], adv))
@@ -219,7 +245,7 @@ func TestSensitivityConformance(t *testing.T) {
 			worst = max(worst, moved/spec.DP.ClipNorm)
 			if moved > bound+tol {
 				t.Errorf("%s, %s: the pre-noise sum moved by %.4g = %.3g·C, the ledger's event assumes %.3g·C",
-					spec.harnessName(), name, moved, moved/spec.DP.ClipNorm, bound/spec.DP.ClipNorm)
+					harnessName(spec), name, moved, moved/spec.DP.ClipNorm, bound/spec.DP.ClipNorm)
 			}
 		}
 		if spec.Sampling.Scheme == "poisson" && spec.Participation.OverSelection > 0 {
@@ -227,16 +253,10 @@ func TestSensitivityConformance(t *testing.T) {
 		}
 	}
 	t.Logf("%d configurations accepted and checked, %d refused by Validate", accepted, refused)
-	if accepted < 40 {
+	if accepted < least {
 		t.Fatalf("only %d configurations accepted: the harness covers too little", accepted)
 	}
-	// The harness must be able to fail: over-selection under Poisson
-	// sampling moves the sum by more than C, so the charge at C of the
-	// old code would have been caught.
-	if worstOverSelection <= 1.5 {
-		t.Fatalf("over-selection moved the sum by at most %.3g·C; the adversaries do not reach the 2C case", worstOverSelection)
-	}
-	t.Logf("Poisson with over-selection: the sum moved by up to %.3g·C (a charge at C, as before, fails here)", worstOverSelection)
+	return worstOverSelection
 }
 
 func seq(n int) []int {
@@ -257,10 +277,10 @@ func seq(n int) []int {
 // coordinate to the edge of the int32 range.
 func TestDevicesSensitivity(t *testing.T) {
 	spec := DefaultSpec()
-	spec.Population.Source, spec.Population.Clients = "devices", 100
-	spec.Sampling = SamplingSpec{Scheme: "fixed", CohortSize: 5}
+	spec.Population.Source, spec.Population.Size = "devices", 100
+	spec.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 5}
 	spec.SecureAggregation = true
-	if err := spec.Validate(60000); err != nil {
+	if err := Validate(spec, 60000); err != nil {
 		t.Fatal(err)
 	}
 	bound := recordedSensitivity(t, spec)

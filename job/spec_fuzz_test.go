@@ -18,7 +18,8 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add(b)
 	for _, body := range []string{
 		`{}`,
-		`{"dataset":"synthetic","population":{"clients":100}}`,
+		`{"dataset":"synthetic","population":{"size":100}}`,
+		`{"population":{"clients":300},"dp":{"privacy_unit":"pop"}}`,
 		`{"dp":{"enabled":false},"secure_aggregation":true}`,
 		`{"server":{"optimizer":"adam","lr":0.01}}`,
 		`{"client":{"lr_schedule":{"kind":"exp_decay"}}}`,
@@ -31,7 +32,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		s, err := ParseSpec(body)
 		if err == nil {
-			err = s.Validate(60000)
+			err = Validate(s, 60000)
 		}
 		if err != nil {
 			var ve *ValidationError

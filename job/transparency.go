@@ -8,22 +8,23 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/audit"
 	"github.com/dpfl/dpfl/storage"
 )
 
 // The transparency log (package audit, storage/tlog.go) records every
-// ledger charge, every committed round's model hash and every privacy
-// unit in an append-only Merkle log whose head the server signs after
+// ledger charge, every committed round's model hash and every shared
+// budget in an append-only Merkle log whose head the server signs after
 // each append. Leaves are written by storage in the transaction of the
 // record they log:
 //
 //   - a charge leaf when a round's DP event is appended to the ledger
 //     (write-ahead, before the round runs: the model is not known yet),
-//     naming the job's privacy unit when it has one;
+//     naming the job's shared budget when it has one;
 //   - a release leaf when the round commits, with the SHA-256 of the model
 //     it released and the seq of the charge that covers it;
-//   - a unit leaf when a privacy unit is created.
+//   - a unit leaf (audit.KindUnit) when a budget is created.
 //
 // This file serves the log to the API: the signed head, consistency
 // proofs, a job's audit bundle, and the model certificate of
@@ -107,7 +108,7 @@ func (m *Manager) AuditBundle(id string, since int64) (audit.Bundle, error) {
 		if charges != len(rep.Events) || releases != rep.Rounds {
 			continue // a round was charged or committed in between
 		}
-		var spec Spec
+		var spec types.Spec
 		if err := json.Unmarshal(j.Config, &spec); err != nil {
 			return audit.Bundle{}, fmt.Errorf("job %s: %w: %v", id, errConfigUnreadable, err)
 		}
@@ -125,13 +126,13 @@ func (m *Manager) AuditBundle(id string, since int64) (audit.Bundle, error) {
 
 // claimOf is the bundle's claim: the privacy report rep of a job with
 // spec.
-func claimOf(rep PrivacyReport, spec Spec) audit.Claim {
+func claimOf(rep types.PrivacyReport, spec types.Spec) audit.Claim {
 	c := audit.Claim{
 		Private: rep.Private, Epsilon: rep.Epsilon, Accountant: rep.Accountant, Delta: rep.Delta, AbortDelta: rep.AbortDelta,
 		Adjacency: rep.Adjacency, Rounds: rep.Rounds, Events: len(rep.Events), ExtraEvents: rep.ExtraEvents,
 	}
 	if rep.Private {
-		c.PrivacyUnit = spec.DP.PrivacyUnit
+		c.PrivacyUnit = spec.DP.Budget
 	}
 	if a := rep.Accounting; a != nil {
 		if a.RDP.Valid {
@@ -148,7 +149,7 @@ func claimOf(rep PrivacyReport, spec Spec) audit.Claim {
 // audit.ModelCertificate): ε over the job's charges up to the release,
 // and the release leaf with its inclusion proof against the log's signed
 // head. It is nil when the server does not sign its log.
-func (m *Manager) modelCertificate(id string, spec Spec, round int) (*audit.ModelCertificate, error) {
+func (m *Manager) modelCertificate(id string, spec types.Spec, round int) (*audit.ModelCertificate, error) {
 	key := m.db.LogPublicKey()
 	if key == "" {
 		return nil, nil
@@ -169,7 +170,7 @@ func (m *Manager) modelCertificate(id string, spec Spec, round int) (*audit.Mode
 	if !spec.DP.Enabled {
 		return c, nil
 	}
-	c.Delta, c.AbortDelta, c.Adjacency = spec.DP.Delta, spec.DP.AbortDelta, spec.Adjacency()
+	c.Delta, c.AbortDelta, c.Adjacency = spec.DP.Delta, spec.DP.AbortDelta, Adjacency(spec)
 	if l.ChargeSeq == 0 {
 		return nil, fmt.Errorf("job %s: the log's release of round %d names no charge: %w", id, round, storage.ErrCorrupt)
 	}
@@ -180,7 +181,7 @@ func (m *Manager) modelCertificate(id string, spec Spec, round int) (*audit.Mode
 	if l.ChargeSeq > uint64(len(events)) {
 		return nil, fmt.Errorf("job %s: the log's release of round %d names charge seq %d, but the ledger holds %d: %w", id, round, l.ChargeSeq, len(events), storage.ErrCorrupt)
 	}
-	rep, err := accounting.Account(events[:l.ChargeSeq], spec.DP.AccountingDelta())
+	rep, err := accounting.Account(events[:l.ChargeSeq], AccountingDelta(spec.DP))
 	if err != nil {
 		return nil, err
 	}

@@ -9,8 +9,8 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/dpfl/dpfl/accounting"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/audit"
-	"github.com/dpfl/dpfl/storage"
 )
 
 // signed gives m's database a fresh log signing key and returns its
@@ -54,9 +54,9 @@ func verifyBundle(t *testing.T, m *Manager, id, vkey string) (*audit.Bundle, *au
 	return rb, res
 }
 
-// A job on a privacy unit: its charges name the unit, the unit's creation
-// is a leaf, and the bundle's claim is the privacy report.
-func TestAuditBundleOfAUnitJob(t *testing.T) {
+// A job on a shared budget: its charges name the budget, the budget's
+// creation is a leaf, and the bundle's claim is the privacy report.
+func TestAuditBundleOfABudgetJob(t *testing.T) {
 	m := manager(t)
 	vkey := signed(t, m)
 	onUnit := unitFor15(t, m, "pop")
@@ -90,13 +90,13 @@ func TestAuditBundleOfAUnitJob(t *testing.T) {
 func TestAuditBundleWithExtraEvents(t *testing.T) {
 	m := manager(t)
 	vkey := signed(t, m)
-	id := stored(t, m, small(t, func(s *Spec) { s.Rounds = 4 }), 2, []int{1, 2, 2, 3})
+	id := stored(t, m, small(t, func(s *types.Spec) { s.Rounds = 4 }), 2, []int{1, 2, 2, 3})
 	if err := m.Resume(); err != nil {
 		t.Fatal(err)
 	}
 	m.Wait(id)
 	st, err := m.Get(id)
-	if err != nil || st.State != storage.StateCompleted {
+	if err != nil || st.State != types.StateCompleted {
 		t.Fatalf("resumed job %v: %v", st.State, err)
 	}
 	b, res := verifyBundle(t, m, id, vkey)
@@ -112,7 +112,7 @@ func TestAuditBundleWithExtraEvents(t *testing.T) {
 // model; without a signing key there is none, and no bundle either.
 func TestModelCertificate(t *testing.T) {
 	m := manager(t)
-	st := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds = 2 }))
+	st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 2 }))
 	me, err := m.Model(st.ID)
 	if err != nil || me.Certificate != nil {
 		t.Fatalf("unsigned log: certificate %v, %v", me.Certificate, err)
@@ -125,7 +125,10 @@ func TestModelCertificate(t *testing.T) {
 	if err != nil || me.Certificate == nil {
 		t.Fatalf("certificate %v, %v", me.Certificate, err)
 	}
-	c := me.Certificate
+	var c audit.ModelCertificate
+	if err := json.Unmarshal(me.Certificate, &c); err != nil {
+		t.Fatal(err)
+	}
 	rep, err := m.Privacy(st.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +136,7 @@ func TestModelCertificate(t *testing.T) {
 	if c.Round != 2 || *c.Epsilon != *rep.Epsilon || c.Accountant != rep.Accountant || c.Delta != rep.Delta || c.Adjacency != rep.Adjacency {
 		t.Fatalf("certificate %+v, report ε %v (%s)", c, *rep.Epsilon, rep.Accountant)
 	}
-	if _, err := audit.VerifyModel(c, me.Params, vkey); err != nil {
+	if _, err := audit.VerifyModel(&c, me.Params, vkey); err != nil {
 		t.Fatal(err)
 	}
 	if _, b := verifyBundle(t, m, st.ID, vkey); b.Rounds != 2 {
@@ -161,14 +164,14 @@ func epsAfterAt(t *testing.T, n int, delta float64) float64 {
 func TestAuditBundleOfOtherJobs(t *testing.T) {
 	m := manager(t)
 	vkey := signed(t, m)
-	fixed := runToEnd(t, m, small(t, func(s *Spec) {
-		s.Rounds, s.Sampling = 2, SamplingSpec{Scheme: "fixed", CohortSize: 30}
+	fixed := runToEnd(t, m, small(t, func(s *types.Spec) {
+		s.Rounds, s.Sampling = 2, types.SamplingSpec{Scheme: "fixed", CohortSize: 30}
 	}))
 	b, res := verifyBundle(t, m, fixed.ID, vkey)
 	if b.Claim.Adjacency != AdjacencyReplaceOne || res.Rounds != 2 || res.Recomputed == nil {
 		t.Fatalf("fixed cohort: claim %+v, result %+v", b.Claim, res)
 	}
-	plain := runToEnd(t, m, small(t, func(s *Spec) { s.Rounds, s.DP.Enabled = 2, false }))
+	plain := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds, s.DP.Enabled = 2, false }))
 	b, res = verifyBundle(t, m, plain.ID, vkey)
 	if res.Private || b.Claim.Epsilon != nil || res.Charges != 0 || res.Rounds != 2 {
 		t.Fatalf("job without DP: claim %+v, result %+v", b.Claim, res)

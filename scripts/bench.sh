@@ -6,7 +6,7 @@
 # load from other processes hits all three alike. Prints each run's
 # examples/s, then the median of each and the ratios of medians.
 #
-#   scripts/bench.sh                  # REPS=3 ROUNDS=10 COHORT=100
+#   scripts/bench.sh                  # REPS=3 ROUNDS=10 COHORT=100 POPULATION=1000
 #   REPS=5 ROUNDS=20 scripts/bench.sh
 #   PROFILE=/tmp/simd.pprof scripts/bench.sh   # CPU profile of the last simd run
 #
@@ -18,7 +18,7 @@ export PATH=$PATH:/usr/local/go/bin
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-10}
 COHORT=${COHORT:-100}
-CLIENTS=${CLIENTS:-1000}
+POPULATION=${POPULATION:-${CLIENTS:-1000}}  # CLIENTS: the old name, for one release
 MODEL=${MODEL:-mlp}
 TORCH=${TORCH:-../shared/bench/torch_fedavg.py}
 DATA=/usr/share/datasets/fashion-mnist
@@ -47,15 +47,17 @@ GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./cmd/dpfl-bench
 cpus=$(nproc --all)
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
-args=(--clients "$CLIENTS" --cohort "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip 1 --z 1 --model "$MODEL")
+# The same job in each program's flag names: dpfl's, and the reference's.
+args=(--population "$POPULATION" --cohort-size "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip-norm 1 --noise-multiplier 1 --model "$MODEL")
+targs=(--clients "$POPULATION" --cohort "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip 1 --z 1 --model "$MODEL")
 echo "# $(date -u +%FT%TZ) $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)), load: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') with $blas"
 echo "# job: ${args[*]}; one thread each (torch --threads 1, GOMAXPROCS=1 --workers 1)"
 echo "# wall: examples per wall-second of the rounds; cpu: per CPU-second of the process (torch through scripts/torch_cputime.py)"
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 declare -a T P S TC PC SC
 for r in $(seq "$REPS"); do
-  /usr/bin/python3 "$TORCH" "${args[@]}" --threads 1 > "$tmp/torch.$r"
-  /usr/bin/python3 scripts/torch_cputime.py "$TORCH" "${args[@]}" --threads 1 > "$tmp/torchcpu.$r"
+  /usr/bin/python3 "$TORCH" "${targs[@]}" --threads 1 > "$tmp/torch.$r"
+  /usr/bin/python3 scripts/torch_cputime.py "$TORCH" "${targs[@]}" --threads 1 > "$tmp/torchcpu.$r"
   GOMAXPROCS=1 "$tmp/bench-plain" "${args[@]}" --workers 1 > "$tmp/plain.$r"
   prof=()
   [ -n "${PROFILE:-}" ] && [ "$r" = "$REPS" ] && prof=(--cpuprofile "$PROFILE")

@@ -25,9 +25,9 @@ echo "== building"
 # The fast build (README, "Performance and the SIMD build"): GOEXPERIMENT=simd
 # where the toolchain has it (Go ≥ 1.26 on amd64), the portable build otherwise.
 if [ "$(go env GOARCH)" = amd64 ] && GOEXPERIMENT=simd go list simd/archsimd >/dev/null 2>&1; then
-  GOEXPERIMENT=simd go build -o bin/ ./cmd/...
+  GOEXPERIMENT=simd go build -o bin/ ./cmd/dpfl-server ./cmd/dpfl-client
 else
-  go build -o bin/ ./cmd/...
+  go build -o bin/ ./cmd/dpfl-server ./cmd/dpfl-client
 fi
 
 work=$(mktemp -d)

@@ -1,8 +1,8 @@
 package secagg
 
-// This file fixes the package's API: the messages of each protocol round and
-// the two state machines' methods. The integration (fl/job, api,
-// dpfl-client participate) is written against it.
+// This file fixes the package's messages: for each stage (stage.go), the
+// server's request to one client (XRequest) and the client's answer (XMsg).
+// Their JSON is the wire format of the participate routes (package api).
 
 // ClientID names a client within one protocol instance. IDs are 1..n as the
 // server assigns them; they are also the Shamir evaluation points, so 0 is
@@ -38,12 +38,15 @@ type ServerConfig struct {
 	DropoutRate float64
 	// Params, when non-zero, overrides ChooseParams (tests, benchmarks).
 	Params Params
+	// Workers bounds the goroutines of Finish's secret reconstruction,
+	// key agreement and mask expansion (≤ 0: GOMAXPROCS).
+	Workers int
 }
 
-// AdvertiseMsg is round 0 (AdvertiseKeys) of Bonawitz et al. Fig. 4: the
-// client's two X25519 public keys, c_u^PK for share encryption and s_u^PK
-// for pairwise masks.
-type AdvertiseMsg struct {
+// AdvertiseKeysMsg is a client's message of stage advertise_keys (round 0
+// of Bonawitz et al. Fig. 4): its two X25519 public keys, c_u^PK for share
+// encryption and s_u^PK for pairwise masks.
+type AdvertiseKeysMsg struct {
 	From    ClientID `json:"from"`
 	EncKey  []byte   `json:"enc_key"`  // c_u^PK, 32 bytes
 	MaskKey []byte   `json:"mask_key"` // s_u^PK, 32 bytes
@@ -56,10 +59,11 @@ type PeerKeys struct {
 	MaskKey []byte   `json:"mask_key"`
 }
 
-// KeysMsg is the server's broadcast after round 0, as seen by one client:
-// the instance's parameters and the public keys of the client's
-// neighbours that advertised (all of U1 in the complete graph).
-type KeysMsg struct {
+// ShareKeysRequest is the server's request of stage share_keys to one
+// client (its broadcast after round 0, as that client sees it): the
+// instance's parameters and the public keys of the client's neighbours
+// that advertised (all of U1 in the complete graph).
+type ShareKeysRequest struct {
 	To        ClientID   `json:"to"`
 	Params    Params     `json:"params"`
 	Clients   int        `json:"clients"` // |U1|
@@ -76,33 +80,35 @@ type EncryptedShare struct {
 	Ciphertext []byte   `json:"ciphertext"`
 }
 
-// ShareKeysMsg is round 1 (ShareKeys): one ciphertext per neighbour.
+// ShareKeysMsg is a client's message of stage share_keys (round 1): one
+// ciphertext per neighbour.
 type ShareKeysMsg struct {
 	From   ClientID         `json:"from"`
 	Shares []EncryptedShare `json:"shares"`
 }
 
-// SharesMsg is the server's forwarding after round 1, as seen by one
-// client: the ciphertexts addressed to it by neighbours in U2. Those
-// senders are the neighbours it masks against.
-type SharesMsg struct {
+// MaskedInputRequest is the server's request of stage masked_input to one
+// client (its forwarding after round 1): the ciphertexts addressed to it by
+// neighbours in U2. Those senders are the neighbours it masks against.
+type MaskedInputRequest struct {
 	To     ClientID         `json:"to"`
 	Shares []EncryptedShare `json:"shares"`
 }
 
-// MaskedInputMsg is round 2 (MaskedInputCollection): y_u = x_u + PRG(b_u)
-// + Σ_v ±PRG(s_{u,v}) in Z_{2^32}^d.
+// MaskedInputMsg is a client's message of stage masked_input (round 2,
+// MaskedInputCollection): y_u = x_u + PRG(b_u) + Σ_v ±PRG(s_{u,v}) in
+// Z_{2^32}^d.
 type MaskedInputMsg struct {
 	From   ClientID `json:"from"`
 	Masked []uint32 `json:"masked"`
 }
 
-// UnmaskRequestMsg is the server's request after round 2, as seen by one
-// client: among the client's neighbours in U2, which sent a masked input
-// (Survivors: reveal b_u shares) and which did not (Dropped: reveal
-// s_u^SK shares). The two are disjoint; a client refuses a request that
-// names a neighbour in both, or one it never received shares from.
-type UnmaskRequestMsg struct {
+// UnmaskRequest is the server's request of stage unmask to one client
+// (after round 2): among the client's neighbours in U2, which sent a
+// masked input (Survivors: reveal b_u shares) and which did not (Dropped:
+// reveal s_u^SK shares). The two are disjoint; a client refuses a request
+// that names a neighbour in both, or one it never received shares from.
+type UnmaskRequest struct {
 	To        ClientID   `json:"to"`
 	Survivors []ClientID `json:"survivors"`
 	Dropped   []ClientID `json:"dropped"`
@@ -116,7 +122,8 @@ type Share struct {
 	Value []byte   `json:"value"`
 }
 
-// UnmaskMsg is round 4 (Unmasking): the shares the request asked for.
+// UnmaskMsg is a client's message of stage unmask (round 4, Unmasking):
+// the shares the request asked for.
 type UnmaskMsg struct {
 	From          ClientID `json:"from"`
 	SelfShares    []Share  `json:"self_shares"`     // of b_u, u a survivor
@@ -131,4 +138,6 @@ type Result struct {
 	Survivors []ClientID
 	// Dropped are the clients of U1 whose inputs Sum does not hold.
 	Dropped []ClientID
+	// Params are the instance's k and t.
+	Params Params
 }

@@ -1,6 +1,7 @@
 package secagg
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,9 +9,11 @@ import (
 
 	"github.com/cloudflare/circl/dh/x25519"
 	"github.com/cloudflare/circl/group"
+
+	"github.com/dpfl/dpfl/internal/parallel"
 )
 
-// clientStage is the next round a Client expects.
+// clientStage is the next stage a Client expects.
 type clientStage int
 
 const (
@@ -27,14 +30,16 @@ type heldShares struct {
 
 // Client is one client's state machine of one instance (Bonawitz et al.
 // 2017, Fig. 4, the user's side of rounds 0, 1, 2 and 4). Its methods must
-// be called in round order, each at most once; a call out of order, or
+// be called in stage order, each at most once; a call out of order, or
 // with a message not addressed to this client, returns an error and leaves
 // the state unchanged. A Client is not safe for concurrent use.
+// ClientDriver runs one over a transport.
 type Client struct {
 	id      ClientID
 	session []byte
 	rnd     io.Reader
 	stage   clientStage
+	workers int // MaskedInput's key agreements and expansions (default 1)
 
 	encSK      x25519.Key   // c_u^SK
 	maskScalar group.Scalar // shared; s_u^SK is derived from it
@@ -51,7 +56,7 @@ type Client struct {
 }
 
 // NewClient generates the client's keys for one instance and returns its
-// round-0 message (AdvertiseKeys). id is the ClientID the server assigned
+// message of stage advertise_keys. id is the ClientID the server assigned
 // (non-zero), session the instance's session bytes (non-empty, the same the
 // server has), rand the source of every secret the client draws (use
 // crypto/rand.Reader; the Shamir polynomials always come from crypto/rand).
@@ -61,28 +66,28 @@ type Client struct {
 // Ristretto255 scalar is, and s_u^SK = HKDF-SHA256(scalar, salt = session,
 // info = "dpfl/secagg/v1 mask key"), so that the scalar can be Shamir-shared
 // and s_u^SK recovered from it after a dropout.
-func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseMsg, error) {
+func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseKeysMsg, error) {
 	if id == 0 {
-		return nil, AdvertiseMsg{}, errors.New("secagg: client ID 0 is not valid")
+		return nil, AdvertiseKeysMsg{}, errors.New("secagg: client ID 0 is not valid")
 	}
 	if len(session) == 0 {
-		return nil, AdvertiseMsg{}, errors.New("secagg: empty session")
+		return nil, AdvertiseKeysMsg{}, errors.New("secagg: empty session")
 	}
 	if rand == nil {
-		return nil, AdvertiseMsg{}, errors.New("secagg: nil randomness source")
+		return nil, AdvertiseKeysMsg{}, errors.New("secagg: nil randomness source")
 	}
-	c := &Client{id: id, session: slices.Clone(session), rnd: rand}
+	c := &Client{id: id, session: slices.Clone(session), rnd: rand, workers: 1}
 	if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {
-		return nil, AdvertiseMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
+		return nil, AdvertiseKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
 	}
 	var encPK x25519.Key
 	x25519.KeyGen(&encPK, &c.encSK)
 	var err error
 	if c.maskScalar, err = randomScalar(rand); err != nil {
-		return nil, AdvertiseMsg{}, err
+		return nil, AdvertiseKeysMsg{}, err
 	}
 	_, maskPK := maskKeyFromScalar(c.maskScalar, c.session)
-	return c, AdvertiseMsg{From: id, EncKey: encPK[:], MaskKey: maskPK[:]}, nil
+	return c, AdvertiseKeysMsg{From: id, EncKey: encPK[:], MaskKey: maskPK[:]}, nil
 }
 
 // ID is the client's ID.
@@ -90,7 +95,7 @@ func (c *Client) ID() ClientID { return c.id }
 
 func (c *Client) checkStage(want clientStage, to ClientID) error {
 	if c.stage != want {
-		return fmt.Errorf("secagg: client %d: round called %w", c.id, errStage)
+		return fmt.Errorf("secagg: client %d: stage called %w", c.id, ErrWrongStage)
 	}
 	if to != c.id {
 		return fmt.Errorf("secagg: client %d: message addressed to client %d", c.id, to)
@@ -98,7 +103,8 @@ func (c *Client) checkStage(want clientStage, to ClientID) error {
 	return nil
 }
 
-// ShareKeys is round 1 (ShareKeys). From the neighbours' public keys in m
+// ShareKeys is the client's part of stage share_keys (round 1). From the
+// neighbours' public keys in m
 // it draws the self-mask seed b_u (a uniform scalar; the PRG key is
 // HKDF(b_u, salt = session, info = "dpfl/secagg/v1 self mask")), Shamir-
 // shares b_u and the mask-key scalar t-out-of-(k+1) among its neighbours
@@ -112,7 +118,7 @@ func (c *Client) checkStage(want clientStage, to ClientID) error {
 // dimension or neighbour list (unsorted, duplicate, self, zero ID, bad
 // key; a bad key is a *PeerError naming that neighbour); ErrTooFewSurvivors
 // if the neighbours and the client number fewer than t.
-func (c *Client) ShareKeys(m KeysMsg) (ShareKeysMsg, error) {
+func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	if err := c.checkStage(clientShareKeys, m.To); err != nil {
 		return ShareKeysMsg{}, err
 	}
@@ -168,7 +174,8 @@ func (c *Client) ShareKeys(m KeysMsg) (ShareKeysMsg, error) {
 	return out, nil
 }
 
-// MaskedInput is round 2 (MaskedInputCollection). It decrypts the shares
+// MaskedInput is the client's part of stage masked_input (round 2,
+// MaskedInputCollection). It decrypts the shares
 // the neighbours in U2 sent (m), keeps them, and returns
 //
 //	y_u = x + PRG(b_u) + Σ_{v ∈ senders} ±PRG(s_{u,v})  in Z_{2^32}^d,
@@ -176,60 +183,77 @@ func (c *Client) ShareKeys(m KeysMsg) (ShareKeysMsg, error) {
 // s_{u,v} = HKDF(X25519(s_u^SK, s_v^PK), salt = session, info =
 // "dpfl/secagg/v1 pairwise mask"), + when u < v and − when u > v, so the
 // pairwise masks cancel in the sum. x is the client's encoded input
-// (Encoding.Encode) of length d = KeysMsg.Dim; it is not modified.
+// (Encoding.Encode) of length d = ShareKeysRequest.Dim; it is not
+// modified.
 //
 // Errors: out of order or misaddressed; len(x) ≠ d; a ciphertext from a
 // non-neighbour, a duplicate, or one that fails to decrypt or parse (a
 // *PeerError naming its sender); ErrTooFewSurvivors if fewer than t−1
 // neighbours sent shares (Fig. 4: the client aborts rather than send an
 // input protected by too few masks).
-func (c *Client) MaskedInput(m SharesMsg, x []uint32) (MaskedInputMsg, error) {
+func (c *Client) MaskedInput(m MaskedInputRequest, x []uint32) (MaskedInputMsg, error) {
+	return c.maskInPlace(m, slices.Clone(x))
+}
+
+// maskInPlace is MaskedInput masking y itself (ClientDriver owns its
+// input, so it saves the copy of d words); on error y is unchanged.
+func (c *Client) maskInPlace(m MaskedInputRequest, y []uint32) (MaskedInputMsg, error) {
 	if err := c.checkStage(clientMaskedInput, m.To); err != nil {
 		return MaskedInputMsg{}, err
 	}
-	if len(x) != c.dim {
-		return MaskedInputMsg{}, fmt.Errorf("secagg: client %d: input has %d elements, want %d", c.id, len(x), c.dim)
+	if len(y) != c.dim {
+		return MaskedInputMsg{}, fmt.Errorf("secagg: client %d: input has %d elements, want %d", c.id, len(y), c.dim)
 	}
 	held, err := c.receiveShares(m)
 	if err != nil {
 		return MaskedInputMsg{}, err
 	}
-	// Agree all pairwise keys before touching y, so a failure leaves
-	// nothing half-done.
-	maskSK, _ := maskKeyFromScalar(c.maskScalar, c.session)
-	type pair struct {
-		key [32]byte
-		sub bool
+	tasks, err := c.pairMasks(held)
+	if err != nil {
+		return MaskedInputMsg{}, err
 	}
-	pairs := make([]pair, 0, len(held)-1)
-	for v := range held {
-		if v == c.id {
-			continue
-		}
-		key, ok := agree(&maskSK, (*x25519.Key)(c.neighbors[v].MaskKey), c.session, infoPairMask)
-		if !ok {
-			return MaskedInputMsg{}, peerErr(v, "invalid public key")
-		}
-		pairs = append(pairs, pair{key, c.id > v})
+	tasks = append(tasks, maskTask{key: c.selfKey})
+	if y == nil {
+		y = []uint32{} // d = 0: an empty vector, not JSON null
 	}
-	if len(x) == 0 && c.dim == 0 {
-		x = []uint32{}
-	}
-	y := slices.Clone(x)
-	var buf prgBuf
-	addMask(y, &c.selfKey, false, &buf)
-	for i := range pairs {
-		addMask(y, &pairs[i].key, pairs[i].sub, &buf)
+	if err := expandInto(y, tasks, c.session, c.workers); err != nil {
+		return MaskedInputMsg{}, err // not reached: every key is agreed
 	}
 	c.held = held
 	c.stage = clientUnmask
 	return MaskedInputMsg{From: c.id, Masked: y}, nil
 }
 
+// pairMasks agrees the pairwise mask key with every other owner in held,
+// on c.workers goroutines, before anything touches the input, so that a
+// bad key (a *PeerError naming its neighbour) leaves nothing half-done.
+// The task adds PRG(s_{u,v}) when u < v and subtracts it when u > v.
+func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
+	maskSK, _ := maskKeyFromScalar(c.maskScalar, c.session)
+	peers := make([]ClientID, 0, len(held)-1)
+	for v := range held {
+		if v != c.id {
+			peers = append(peers, v)
+		}
+	}
+	slices.Sort(peers)
+	tasks := make([]maskTask, len(peers), len(peers)+1)
+	err := parallel.For(context.Background(), c.workers, len(peers), func(_, k int) error {
+		v := peers[k]
+		key, ok := agree(&maskSK, (*x25519.Key)(c.neighbors[v].MaskKey), c.session, infoPairMask)
+		if !ok {
+			return peerErr(v, "invalid public key")
+		}
+		tasks[k] = maskTask{key: key, sub: c.id > v}
+		return nil
+	})
+	return tasks, err
+}
+
 // receiveShares decrypts and checks the ciphertexts of m and returns the
 // shares this client will hold, by owner, its own included. It does not
 // change c.
-func (c *Client) receiveShares(m SharesMsg) (map[ClientID]heldShares, error) {
+func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, error) {
 	held := make(map[ClientID]heldShares, len(m.Shares)+1)
 	held[c.id] = c.held[c.id]
 	for _, es := range m.Shares {
@@ -259,7 +283,8 @@ func (c *Client) receiveShares(m SharesMsg) (map[ClientID]heldShares, error) {
 	return held, nil
 }
 
-// Unmask is round 4 (Unmasking). It returns this client's share of b_v for
+// Unmask is the client's part of stage unmask (round 4, Unmasking). It
+// returns this client's share of b_v for
 // every v in m.Survivors (which may include the client itself) and of v's
 // mask-key scalar for every v in m.Dropped, in request order.
 //
@@ -267,7 +292,7 @@ func (c *Client) receiveShares(m SharesMsg) (map[ClientID]heldShares, error) {
 // lists, twice, or one whose shares this client does not hold (the client
 // itself may only be a survivor). Refusing such requests is what keeps a
 // curious server from ever holding both of one client's secrets.
-func (c *Client) Unmask(m UnmaskRequestMsg) (UnmaskMsg, error) {
+func (c *Client) Unmask(m UnmaskRequest) (UnmaskMsg, error) {
 	if err := c.checkStage(clientUnmask, m.To); err != nil {
 		return UnmaskMsg{}, err
 	}

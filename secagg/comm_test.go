@@ -7,7 +7,7 @@ import (
 
 // Payload sizes of the real messages, counted field by field as
 // ClientTraffic documents (4 bytes per ID, count and element).
-func sizeKeys(m KeysMsg) int {
+func sizeKeys(m ShareKeysRequest) int {
 	s := 4 + 8 + 8
 	for _, p := range m.Neighbors {
 		s += 4 + len(p.EncKey) + len(p.MaskKey)
@@ -46,11 +46,11 @@ func TestClientTraffic(t *testing.T) {
 			}
 			switch round {
 			case 1:
-				km, _ := h.srv.Keys(1)
+				km, _ := h.srv.ShareKeysRequest(1)
 				got.Received += sizeKeys(km)
 				got.Sent += 4 + len(h.srv.adv[1].EncKey) + len(h.srv.adv[1].MaskKey)
 			case 2:
-				sm, _ := h.srv.Shares(1)
+				sm, _ := h.srv.MaskedInputRequest(1)
 				got.Received += sizeEnc(sm.Shares)
 				got.Sent += sizeEnc(h.shareMsgs[1].Shares) + 4 + 4*d
 			case 4:

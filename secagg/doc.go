@@ -8,9 +8,19 @@
 //
 // # Protocol
 //
-// One instance aggregates one FL round. Server and Client are the two state
-// machines; the messages of api.go pass between them (the transport is the
-// caller's).
+// One instance aggregates one FL round, in four stages (Stage):
+// advertise_keys, share_keys, masked_input and unmask, the same words in
+// the Go message types (AdvertiseKeysMsg; ShareKeysRequest, ShareKeysMsg;
+// MaskedInputRequest, MaskedInputMsg; UnmaskRequest, UnmaskMsg: in each
+// stage the server's request to one client, then the client's answer), in
+// JSON and in the participate routes. Server and Client are the two state
+// machines. ServerDriver and ClientDriver run them over any transport:
+// ServerDriver opens each stage, waits until every expected client
+// answered, the stage's deadline passed or the transport reports that no
+// more can come, then closes it and finally unmasks the sum; ClientDriver
+// fetches each request and sends the answer. Memory is the in-process
+// transport (simulation, tests); over HTTP, package job holds the
+// server's end and api/client.Participation the device's.
 //
 //   - Round 0, AdvertiseKeys. Each client u draws two X25519 key pairs:
 //     c_u, which encrypts its shares, and s_u, which seeds its pairwise

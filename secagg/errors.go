@@ -11,10 +11,6 @@ import (
 // (Bonawitz et al. 2017, Fig. 4: "if |U_i| < t, abort").
 var ErrTooFewSurvivors = errors.New("secagg: too few surviving clients")
 
-// errStage is wrapped by every error for a call or message in the wrong
-// round; the state machine is unchanged by it.
-var errStage = errors.New("out of stage order")
-
 // PeerError is a message refused because of what one client sent; Client
 // names it. On the server, Client is the sender of the refused message; on a
 // client, it is the neighbour whose ciphertext or keys were bad. A refused

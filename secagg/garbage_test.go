@@ -48,7 +48,7 @@ func TestGarbageMessages(t *testing.T) {
 				var err error
 				switch rng.IntN(9) {
 				case 0:
-					err = srv.Advertise(AdvertiseMsg{From: stranger(), EncKey: badBytes(rng, nil), MaskKey: badBytes(rng, nil)})
+					err = srv.AdvertiseKeys(AdvertiseKeysMsg{From: stranger(), EncKey: badBytes(rng, nil), MaskKey: badBytes(rng, nil)})
 				case 1:
 					srv.mu.Lock()
 					a, ok := srv.adv[from]
@@ -56,7 +56,7 @@ func TestGarbageMessages(t *testing.T) {
 					if !ok {
 						continue
 					}
-					err = srv.Advertise(a) // replay
+					err = srv.AdvertiseKeys(a) // replay
 				case 2:
 					m, ok := h.shareMsgs[from]
 					if !ok {
@@ -95,8 +95,8 @@ func TestGarbageMessages(t *testing.T) {
 				case 7:
 					err = srv.Unmask(UnmaskMsg{From: stranger(), SelfShares: []Share{{Of: from, X: from, Value: badBytes(rng, nil)}}})
 				default:
-					_, e1 := srv.Keys(stranger())
-					_, e2 := srv.Shares(stranger())
+					_, e1 := srv.ShareKeysRequest(stranger())
+					_, e2 := srv.MaskedInputRequest(stranger())
 					_, e3 := srv.UnmaskRequest(stranger())
 					if e1 == nil || e2 == nil || e3 == nil {
 						err = nil

@@ -1,12 +1,11 @@
 package secagg
 
 import (
-	"crypto/rand"
-	"errors"
-	"runtime"
+	"context"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // dropStage is when a client of the test harness stops participating.
@@ -20,21 +19,25 @@ const (
 	dropBeforeUnmask                  // sends its input, not its unmask shares
 )
 
-// harness runs one instance among in-memory clients, round by round, so
-// that tests can inject messages between rounds.
-type harness struct {
-	tb      testing.TB
-	srv     *Server
-	cfg     ServerConfig
-	ids     []ClientID
-	clients map[ClientID]*Client
-	inputs  map[ClientID][]uint32
-	drop    map[ClientID]dropStage
+// dropsBefore reports whether a client scheduled to drop at d sends
+// nothing in stage st.
+func (d dropStage) dropsBefore(st Stage) bool {
+	return d != stay && int(st) >= int(d)-1
+}
 
-	// fakeInput makes clients skip the masked-input computation and send
-	// their plain input: only for benchmarks of the server's Finish, whose
-	// cost does not depend on what the vectors hold.
-	fakeInput bool
+// harness runs one instance among in-memory clients with the package's
+// drivers (ServerDriver over Memory, a ClientDriver per client), stage by
+// stage, so that tests can inject messages between stages. It is itself
+// the ServerTransport: it calls hook around Memory's Open.
+type harness struct {
+	tb     testing.TB
+	srv    *Server
+	cfg    ServerConfig
+	ids    []ClientID
+	inputs map[ClientID][]uint32
+	drop   map[ClientID]dropStage
+	mem    *Memory
+	driver *ServerDriver
 
 	// hook, if set, runs at the opening (open = true, before any client
 	// acts) and closing (before the server's Close or Finish) of each
@@ -42,16 +45,10 @@ type harness struct {
 	hook func(round int, open bool)
 
 	mu      sync.Mutex
-	aborted map[ClientID]bool // clients that aborted with ErrTooFewSurvivors
+	clients map[ClientID]*Client // after advertise_keys
 	// The accepted messages, for replays.
 	shareMsgs  map[ClientID]ShareKeysMsg
 	unmaskMsgs map[ClientID]UnmaskMsg
-}
-
-func (h *harness) callHook(round int, open bool) {
-	if h.hook != nil {
-		h.hook(round, open)
-	}
 }
 
 func newHarness(tb testing.TB, cfg ServerConfig, inputs map[ClientID][]uint32, drop map[ClientID]dropStage) *harness {
@@ -63,169 +60,93 @@ func newHarness(tb testing.TB, cfg ServerConfig, inputs map[ClientID][]uint32, d
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := &harness{tb: tb, srv: srv, cfg: cfg, clients: map[ClientID]*Client{}, inputs: inputs, drop: drop, aborted: map[ClientID]bool{},
+	h := &harness{tb: tb, srv: srv, cfg: cfg, clients: map[ClientID]*Client{}, inputs: inputs, drop: drop,
 		shareMsgs: map[ClientID]ShareKeysMsg{}, unmaskMsgs: map[ClientID]UnmaskMsg{}}
 	for id := range inputs {
 		h.ids = append(h.ids, id)
 	}
 	slices.Sort(h.ids)
+	h.mem = &Memory{Server: srv, Drop: func(i int, st Stage) bool { return h.drop[h.ids[i]].dropsBefore(st) }, Wrap: h.record}
+	for _, id := range h.ids {
+		h.mem.Clients = append(h.mem.Clients, &ClientDriver{ID: id, Session: cfg.Session, Workers: 1, Input: func(context.Context) ([]uint32, error) {
+			return slices.Clone(h.inputs[id]), nil
+		}})
+	}
+	h.driver = &ServerDriver{Server: srv, Transport: h}
 	return h
 }
 
-// parallel runs f for each participating client (drop stage later than
-// stage) on GOMAXPROCS goroutines and returns the first error.
-func (h *harness) parallel(stage dropStage, f func(id ClientID) error) error {
-	var ids []ClientID
-	for _, id := range h.ids {
-		if d := h.drop[id]; (d == stay || d > stage) && !h.aborted[id] {
-			ids = append(ids, id)
-		}
+// Open is the harness's ServerTransport: the hook, Memory's clients, the
+// hook again.
+func (h *harness) Open(ctx context.Context, st Stage, deadline time.Time) (<-chan struct{}, error) {
+	round := []int{0, 1, 2, 4}[st]
+	if h.hook != nil {
+		h.hook(round, true)
 	}
-	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				errs[i] = f(ids[i])
+	done, err := h.mem.Open(ctx, st, deadline)
+	if err != nil {
+		h.tb.Fatal(err)
+	}
+	if st == StageAdvertiseKeys {
+		for _, c := range h.mem.Clients {
+			if c.Client() != nil {
+				h.clients[c.ID] = c.Client()
 			}
-		}()
+		}
 	}
-	for i := range ids {
-		next <- i
+	if h.hook != nil {
+		h.hook(round, false)
 	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
+	return done, nil
 }
 
-func (h *harness) advertise() error {
-	h.callHook(0, true)
-	err := h.parallel(dropBeforeAdv, func(id ClientID) error {
-		c, m, err := NewClient(id, h.cfg.Session, rand.Reader)
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		h.clients[id] = c
-		h.mu.Unlock()
-		return h.srv.Advertise(m)
-	})
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	h.callHook(0, false)
-	return h.srv.CloseAdvertise()
+func (h *harness) Close() {}
+
+// aborted reports whether client id aborted with ErrTooFewSurvivors.
+func (h *harness) aborted(id ClientID) bool {
+	i, ok := slices.BinarySearch(h.ids, id)
+	return ok && h.mem.aborted != nil && h.mem.aborted[i]
 }
 
-func (h *harness) shareKeys() error {
-	h.callHook(1, true)
-	err := h.parallel(dropBeforeShare, func(id ClientID) error {
-		km, err := h.srv.Keys(id)
-		if err != nil {
-			return err
-		}
-		sm, err := h.clients[id].ShareKeys(km)
-		if errors.Is(err, ErrTooFewSurvivors) {
-			h.mu.Lock()
-			h.aborted[id] = true
-			h.mu.Unlock()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		h.shareMsgs[id] = sm
-		h.mu.Unlock()
-		return h.srv.ShareKeys(sm)
-	})
-	if err != nil {
-		h.tb.Fatal(err)
-	}
-	h.callHook(1, false)
-	return h.srv.CloseShareKeys()
+// record wraps a client's transport to keep its accepted messages.
+func (h *harness) record(_ int, t ClientTransport) ClientTransport { return recorder{t, h} }
+
+type recorder struct {
+	ClientTransport
+	h *harness
 }
 
-func (h *harness) maskedInput() error {
-	h.callHook(2, true)
-	err := h.parallel(dropBeforeMasked, func(id ClientID) error {
-		sm, err := h.srv.Shares(id)
-		if err != nil {
-			return err
-		}
-		var mm MaskedInputMsg
-		if h.fakeInput {
-			c := h.clients[id]
-			// Benchmarks replay round 2 with the same U2: decrypt once.
-			if len(c.held) <= 1 {
-				var held map[ClientID]heldShares
-				if held, err = c.receiveShares(sm); err == nil {
-					c.held = held
-				}
-			}
-			c.stage = clientUnmask
-			mm = MaskedInputMsg{From: id, Masked: h.inputs[id]}
-		} else {
-			mm, err = h.clients[id].MaskedInput(sm, h.inputs[id])
-		}
-		if errors.Is(err, ErrTooFewSurvivors) {
-			h.mu.Lock()
-			h.aborted[id] = true
-			h.mu.Unlock()
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return h.srv.MaskedInput(mm)
-	})
-	if err != nil {
-		h.tb.Fatal(err)
+func (r recorder) ShareKeys(ctx context.Context, m ShareKeysMsg) error {
+	err := r.ClientTransport.ShareKeys(ctx, m)
+	if err == nil {
+		r.h.mu.Lock()
+		r.h.shareMsgs[m.From] = m
+		r.h.mu.Unlock()
 	}
-	h.callHook(2, false)
-	return h.srv.CloseMaskedInput()
+	return err
 }
 
-func (h *harness) unmask() {
-	h.callHook(4, true)
-	err := h.parallel(dropBeforeUnmask, func(id ClientID) error {
-		req, err := h.srv.UnmaskRequest(id)
-		if err != nil {
-			return err
-		}
-		um, err := h.clients[id].Unmask(req)
-		if err != nil {
-			return err
-		}
-		h.mu.Lock()
-		h.unmaskMsgs[id] = um
-		h.mu.Unlock()
-		return h.srv.Unmask(um)
-	})
-	if err != nil {
-		h.tb.Fatal(err)
+func (r recorder) Unmask(ctx context.Context, m UnmaskMsg) error {
+	err := r.ClientTransport.Unmask(ctx, m)
+	if err == nil {
+		r.h.mu.Lock()
+		r.h.unmaskMsgs[m.From] = m
+		r.h.mu.Unlock()
 	}
-	h.callHook(4, false)
+	return err
 }
 
-// run drives the whole instance and returns Finish's result, or the first
-// server error (which the test then checks).
-func (h *harness) run() (Result, error) {
-	if err := h.advertise(); err != nil {
-		return Result{}, err
-	}
-	if err := h.shareKeys(); err != nil {
-		return Result{}, err
-	}
-	if err := h.maskedInput(); err != nil {
-		return Result{}, err
-	}
-	h.unmask()
-	return h.srv.Finish()
-}
+// stage runs one stage through the driver: open, clients, close.
+func (h *harness) stage(st Stage) error { return h.driver.runStage(context.Background(), st) }
+
+func (h *harness) advertise() error   { return h.stage(StageAdvertiseKeys) }
+func (h *harness) shareKeys() error   { return h.stage(StageShareKeys) }
+func (h *harness) maskedInput() error { return h.stage(StageMaskedInput) }
+func (h *harness) unmask()            { h.stage(StageUnmask) }
+
+// run drives the whole instance and returns the driver's result, or the
+// first server error (which the test then checks).
+func (h *harness) run() (Result, error) { return h.driver.Run(context.Background()) }
 
 // plainSum is the mod-2^32 sum of the given clients' inputs: the truth the
 // unmasked result must equal.

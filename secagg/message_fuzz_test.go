@@ -43,16 +43,16 @@ const wantCipherLen = 12 + 4 + 4 + 2*32 + 16
 type fuzzRun struct {
 	cfg    ServerConfig
 	inputs map[ClientID][]uint32
-	adv    map[ClientID]AdvertiseMsg
+	adv    map[ClientID]AdvertiseKeysMsg
 	share  map[ClientID]ShareKeysMsg
 	masked map[ClientID]MaskedInputMsg
 	unmask map[ClientID]UnmaskMsg
 	// What the server sent fuzzHold, and fuzzHold's state before each of
 	// its three calls (Clients are values: their methods replace, never
 	// mutate, their maps, so a copy is an independent client).
-	keys   KeysMsg
-	shares SharesMsg
-	req    UnmaskRequestMsg
+	keys   ShareKeysRequest
+	shares MaskedInputRequest
+	req    UnmaskRequest
 	before [3]Client
 	// sum is the plain sum of U3's inputs: the truth Finish must give.
 	sum []uint32
@@ -77,7 +77,7 @@ func newFuzzRun() (*fuzzRun, error) {
 	r := &fuzzRun{
 		cfg:    ServerConfig{Session: []byte("fuzz session"), Dim: fuzzDim, Params: Params{Neighbors: fuzzN - 1, Threshold: 3}},
 		inputs: testInputs(mrand.New(mrand.NewPCG(1, 2)), fuzzN, fuzzDim),
-		adv:    map[ClientID]AdvertiseMsg{}, share: map[ClientID]ShareKeysMsg{},
+		adv:    map[ClientID]AdvertiseKeysMsg{}, share: map[ClientID]ShareKeysMsg{},
 		masked: map[ClientID]MaskedInputMsg{}, unmask: map[ClientID]UnmaskMsg{},
 	}
 	srv, err := NewServer(r.cfg)
@@ -91,15 +91,15 @@ func newFuzzRun() (*fuzzRun, error) {
 			return nil, err
 		}
 		clients[id], r.adv[id] = c, m
-		if err := srv.Advertise(m); err != nil {
+		if err := srv.AdvertiseKeys(m); err != nil {
 			return nil, err
 		}
 	}
-	if err := srv.CloseAdvertise(); err != nil {
+	if err := srv.CloseAdvertiseKeys(); err != nil {
 		return nil, err
 	}
 	for id, c := range clients {
-		km, err := srv.Keys(id)
+		km, err := srv.ShareKeysRequest(id)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +120,7 @@ func newFuzzRun() (*fuzzRun, error) {
 		if id == fuzzDrop {
 			continue
 		}
-		sm, err := srv.Shares(id)
+		sm, err := srv.MaskedInputRequest(id)
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +172,7 @@ func newFuzzRun() (*fuzzRun, error) {
 func (r *fuzzRun) send(srv *Server, at int, id ClientID) error {
 	switch at {
 	case fzAdvertise:
-		return srv.Advertise(r.adv[id])
+		return srv.AdvertiseKeys(r.adv[id])
 	case fzShareKeys:
 		return srv.ShareKeys(r.share[id])
 	case fzMaskedInput:
@@ -191,7 +191,7 @@ func (r *fuzzRun) send(srv *Server, at int, id ClientID) error {
 func closeRound(srv *Server, at int) error {
 	switch at {
 	case fzAdvertise:
-		return srv.CloseAdvertise()
+		return srv.CloseAdvertiseKeys()
 	case fzShareKeys:
 		return srv.CloseShareKeys()
 	case fzMaskedInput:
@@ -250,11 +250,11 @@ func (r *fuzzRun) finish(t *testing.T, srv *Server, at int, hold bool) (Result, 
 func decodeAs(kind int, body []byte) (from ClientID, deliver func(*Server) error, ok bool) {
 	switch kind {
 	case fzAdvertise:
-		var m AdvertiseMsg
+		var m AdvertiseKeysMsg
 		if json.Unmarshal(body, &m) != nil {
 			return 0, nil, false
 		}
-		return m.From, func(s *Server) error { return s.Advertise(m) }, true
+		return m.From, func(s *Server) error { return s.AdvertiseKeys(m) }, true
 	case fzShareKeys:
 		var m ShareKeysMsg
 		if json.Unmarshal(body, &m) != nil {
@@ -287,7 +287,7 @@ func (r *fuzzRun) checkAccepted(t *testing.T, at, kind int, body []byte) {
 	}
 	switch kind {
 	case fzAdvertise:
-		var m AdvertiseMsg
+		var m AdvertiseKeysMsg
 		json.Unmarshal(body, &m)
 		if m.From == 0 || (m.From != fuzzHold && m.From <= fuzzN) || len(m.EncKey) != 32 || len(m.MaskKey) != 32 || bytes.Equal(m.EncKey, m.MaskKey) {
 			t.Fatalf("advertisement accepted: %s", body)
@@ -431,7 +431,7 @@ func FuzzClientMessage(f *testing.F) {
 	f.Fuzz(func(t *testing.T, kindB uint8, body []byte) {
 		switch kindB % 3 {
 		case 0:
-			var m KeysMsg
+			var m ShareKeysRequest
 			if json.Unmarshal(body, &m) != nil {
 				return
 			}
@@ -461,7 +461,7 @@ func FuzzClientMessage(f *testing.F) {
 				}
 			}
 		case 1:
-			var m SharesMsg
+			var m MaskedInputRequest
 			if json.Unmarshal(body, &m) != nil {
 				return
 			}
@@ -490,14 +490,14 @@ func FuzzClientMessage(f *testing.F) {
 				t.Fatalf("shares accepted: %s", body)
 			}
 		case 2:
-			var m UnmaskRequestMsg
+			var m UnmaskRequest
 			if kindB%6 == 5 {
 				// The same message built from raw bytes, one client ID
 				// (mod 8) per byte, survivors before a 0xFF and dropped
 				// after: the mutator reaches the requests a client must
 				// refuse (itself dropped, a client named twice, one it
 				// holds nothing of) far sooner than by editing JSON.
-				m = UnmaskRequestMsg{To: fuzzHold, Survivors: []ClientID{}, Dropped: []ClientID{}}
+				m = UnmaskRequest{To: fuzzHold, Survivors: []ClientID{}, Dropped: []ClientID{}}
 				list := &m.Survivors
 				for _, b := range body {
 					if b == 0xFF {
@@ -516,7 +516,7 @@ func FuzzClientMessage(f *testing.F) {
 
 // checkUnmaskRequest hands m to fuzzHold's client in round 4 and checks
 // the client's answer (see FuzzClientMessage).
-func (r *fuzzRun) checkUnmaskRequest(t *testing.T, m UnmaskRequestMsg) {
+func (r *fuzzRun) checkUnmaskRequest(t *testing.T, m UnmaskRequest) {
 	t.Helper()
 	c := r.before[2]
 	out, err := c.Unmask(m)

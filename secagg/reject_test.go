@@ -34,7 +34,7 @@ func TestRejection(t *testing.T) {
 	// Client 12 drops before masked input, so round 4 asks for its mask key.
 	h := newHarness(t, cfg, testInputs(rng, n, d), map[ClientID]dropStage{12: dropBeforeMasked})
 	srv := h.srv
-	var adv1 AdvertiseMsg
+	var adv1 AdvertiseKeysMsg
 	nonNeighbor := func(id ClientID) ClientID {
 		i := srv.g.index[id]
 		for j, v := range srv.g.ids {
@@ -52,24 +52,24 @@ func TestRejection(t *testing.T) {
 			// key, a low-order key, ID 0.
 			good := srv.adv[1]
 			adv1 = good
-			wantPeerErr(t, "replayed advertisement", srv.Advertise(good), 1)
-			wantPeerErr(t, "reused keys", srv.Advertise(AdvertiseMsg{From: 99, EncKey: good.EncKey, MaskKey: good.MaskKey}), 99)
-			wantPeerErr(t, "short key", srv.Advertise(AdvertiseMsg{From: 98, EncKey: good.EncKey[:31], MaskKey: good.MaskKey}), 98)
-			wantPeerErr(t, "low-order key", srv.Advertise(AdvertiseMsg{From: 97, EncKey: make([]byte, 32), MaskKey: make([]byte, 32)}), 97)
+			wantPeerErr(t, "replayed advertisement", srv.AdvertiseKeys(good), 1)
+			wantPeerErr(t, "reused keys", srv.AdvertiseKeys(AdvertiseKeysMsg{From: 99, EncKey: good.EncKey, MaskKey: good.MaskKey}), 99)
+			wantPeerErr(t, "short key", srv.AdvertiseKeys(AdvertiseKeysMsg{From: 98, EncKey: good.EncKey[:31], MaskKey: good.MaskKey}), 98)
+			wantPeerErr(t, "low-order key", srv.AdvertiseKeys(AdvertiseKeysMsg{From: 97, EncKey: make([]byte, 32), MaskKey: make([]byte, 32)}), 97)
 			wantPeerErr(t, "ShareKeys in round 0", srv.ShareKeys(ShareKeysMsg{From: 1}), 1)
 			wantPeerErr(t, "MaskedInput in round 0", srv.MaskedInput(MaskedInputMsg{From: 1, Masked: make([]uint32, d)}), 1)
 			wantPeerErr(t, "Unmask in round 0", srv.Unmask(UnmaskMsg{From: 1}), 1)
 			for _, f := range []func() error{srv.CloseShareKeys, srv.CloseMaskedInput, func() error { _, err := srv.Finish(); return err }} {
-				if err := f(); !errors.Is(err, errStage) {
+				if err := f(); !errors.Is(err, ErrWrongStage) {
 					t.Fatalf("server call out of order: got %v, want a stage error", err)
 				}
 			}
 		case round == 1 && open:
-			wantPeerErr(t, "advertisement after CloseAdvertise", srv.Advertise(adv1), 1)
+			wantPeerErr(t, "advertisement after CloseAdvertiseKeys", srv.AdvertiseKeys(adv1), 1)
 			wantPeerErr(t, "MaskedInput before CloseShareKeys", srv.MaskedInput(MaskedInputMsg{From: 1, Masked: make([]uint32, d)}), 1)
 			// A ShareKeys message with a non-neighbour recipient, a
 			// missing neighbour, a duplicate recipient, a forged sender.
-			km, _ := srv.Keys(1)
+			km, _ := srv.ShareKeysRequest(1)
 			c, _, _ := NewClient(1, h.cfg.Session, cryptoReader{})
 			c.maskScalar = h.clients[1].maskScalar
 			c.encSK = h.clients[1].encSK
@@ -90,7 +90,7 @@ func TestRejection(t *testing.T) {
 			bad = slices.Clone(sm.Shares)
 			bad[0].Ciphertext = bad[0].Ciphertext[1:]
 			wantPeerErr(t, "short ciphertext", srv.ShareKeys(ShareKeysMsg{From: 1, Shares: bad}), 1)
-			wantPeerErr(t, "keys for a stranger", func() error { _, err := srv.Keys(99); return err }(), 99)
+			wantPeerErr(t, "keys for a stranger", func() error { _, err := srv.ShareKeysRequest(99); return err }(), 99)
 		case round == 1 && !open:
 			wantPeerErr(t, "replayed ShareKeys", srv.ShareKeys(h.shareMsgs[1]), 1)
 		case round == 2 && open:
@@ -99,9 +99,9 @@ func TestRejection(t *testing.T) {
 			wantPeerErr(t, "masked input from outside U2", srv.MaskedInput(MaskedInputMsg{From: 99, Masked: make([]uint32, d)}), 99)
 			// A tampered ciphertext: the client's error names the sender,
 			// and the client can go on with the honest message.
-			sm, _ := srv.Shares(1)
+			sm, _ := srv.MaskedInputRequest(1)
 			from := sm.Shares[0].From
-			bad := SharesMsg{To: 1, Shares: slices.Clone(sm.Shares)}
+			bad := MaskedInputRequest{To: 1, Shares: slices.Clone(sm.Shares)}
 			ct := slices.Clone(bad.Shares[0].Ciphertext)
 			ct[20] ^= 1
 			bad.Shares[0].Ciphertext = ct
@@ -130,13 +130,13 @@ func TestRejection(t *testing.T) {
 					other = v
 				}
 			}
-			both := UnmaskRequestMsg{To: 1, Survivors: req.Survivors, Dropped: append(slices.Clone(req.Dropped), other)}
+			both := UnmaskRequest{To: 1, Survivors: req.Survivors, Dropped: append(slices.Clone(req.Dropped), other)}
 			_, err = h.clients[1].Unmask(both)
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("client %d", other)) {
 				t.Fatalf("request naming client %d in both lists: got %v", other, err)
 			}
 			stranger := nonNeighbor(1)
-			_, err = h.clients[1].Unmask(UnmaskRequestMsg{To: 1, Survivors: []ClientID{stranger}})
+			_, err = h.clients[1].Unmask(UnmaskRequest{To: 1, Survivors: []ClientID{stranger}})
 			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("client %d", stranger)) {
 				t.Fatalf("request naming non-neighbour %d: got %v", stranger, err)
 			}

@@ -24,9 +24,9 @@ func TestBelowThreshold(t *testing.T) {
 	t.Run("U1 below MinClients", func(t *testing.T) {
 		h := newHarness(t, ServerConfig{Dim: d, MinClients: 8}, testInputs(rng, n, d), drops(dropBeforeAdv, 1, 2, 3))
 		if err := h.advertise(); !errors.Is(err, ErrTooFewSurvivors) {
-			t.Fatalf("CloseAdvertise: %v", err)
+			t.Fatalf("CloseAdvertiseKeys: %v", err)
 		}
-		if _, err := h.srv.Keys(4); !errors.Is(err, ErrTooFewSurvivors) {
+		if _, err := h.srv.ShareKeysRequest(4); !errors.Is(err, ErrTooFewSurvivors) {
 			t.Fatalf("Keys after abort: %v", err)
 		}
 	})

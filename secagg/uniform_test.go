@@ -20,7 +20,7 @@ func maskedZero(t *testing.T, d int) []uint32 {
 	if err := h.shareKeys(); err != nil {
 		t.Fatal(err)
 	}
-	sm, err := h.srv.Shares(1)
+	sm, err := h.srv.MaskedInputRequest(1)
 	if err != nil {
 		t.Fatal(err)
 	}

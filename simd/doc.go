@@ -18,8 +18,8 @@
 // without AVX-512) in vec_avx2_amd64_simd.go and gemm_avx2_amd64_simd.go,
 // falling back to the same generic loops and gonum otherwise. So
 // `go build` and `go test` work with and without GOEXPERIMENT=simd, and
-// the simd build is the fast one (README, "Performance and the SIMD
-// build"). Element-wise kernels are bit-identical on every path;
+// the simd build is the fast one (docs/performance.md, "Builds and
+// kernel paths"). Element-wise kernels are bit-identical on every path;
 // reductions and Gemm stay within the error bounds their doc comments
 // state.
 //

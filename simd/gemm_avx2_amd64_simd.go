@@ -102,7 +102,8 @@ type avx2GemmBuf struct {
 var avx2GemmBufs = sync.Pool{New: func() any { return new(avx2GemmBuf) }}
 
 // gemmAVX2 computes C = alpha·op(A)·op(B) + beta·C for validated arguments
-// with m, n, k > 0 and alpha ≠ 0.
+// with m, n, k > 0 and alpha ≠ 0, in one of the three loop orders of the
+// file comment.
 func gemmAVX2(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if transA && transB || transB && n <= avx2NR {
 		// TT does not occur in training; gonum handles it. Nor is an NT
@@ -112,92 +113,127 @@ func gemmAVX2(transA, transB bool, m, n, k int, alpha float32, a []float32, lda 
 		gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	buf := avx2GemmBufs.Get().(*avx2GemmBuf)
-
+	g := avx2Gemm{transA: transA, transB: transB, m: m, n: n, k: k, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	g.buf = avx2GemmBufs.Get().(*avx2GemmBuf)
 	// Equal k blocks of at most avx2KC.
 	kb := (k + avx2KC - 1) / avx2KC
-	kc := (k + kb - 1) / kb
-	// Everything scalar in float32 happens here, before the first 256-bit
-	// instruction: see avx2Exit.
+	g.kc = (k + kb - 1) / kb
+	g.st = newAVX2Store(alpha, beta)
+	npad := (n + avx2NR - 1) / avx2NR * avx2NR
+	switch {
+	case !transB && m <= avx2PackBMinM:
+		g.bInPlace()
+	case k*npad <= len(g.buf.b):
+		g.bPackedOnce(npad)
+	default:
+		g.bBlocked()
+	}
+	avx2Exit()
+	avx2GemmBufs.Put(g.buf)
+}
+
+// avx2Gemm is one call of gemmAVX2: its arguments, the k block size kc,
+// how tiles are stored into C, and the packing buffer.
+type avx2Gemm struct {
+	transA, transB bool
+	m, n, k, kc    int
+	a, b, c        []float32
+	lda, ldb, ldc  int
+	st             avx2Store
+	buf            *avx2GemmBuf
+}
+
+// bInPlace is the loop order for few rows (m ≤ avx2PackBMinM, op(B) = B):
+// B is read in place, once, strip by strip of 16 columns; each strip (one
+// k block) stays in L1 while the up to four micro-panels of A, packed
+// first, stream from L2.
+func (g *avx2Gemm) bInPlace() {
+	buf, m, n, k, kc, ldb, ldc, c := g.buf, g.m, g.n, g.k, g.kc, g.ldb, g.ldc, g.c
+	for pc := 0; pc < k; pc += kc {
+		kcur := min(kc, k-pc)
+		bst := g.st.block(pc)
+		for ir := 0; ir < m; ir += avx2MR {
+			packA(&buf.a[ir/avx2MR], g.transA, g.a, g.lda, ir, min(avx2MR, m-ir), pc, kcur)
+		}
+		for jr := 0; jr < n; jr += avx2NR {
+			w := min(avx2NR, n-jr)
+			pb, sb := unsafe.Pointer(&g.b[pc*ldb+jr]), uintptr(ldb)*4
+			if w < avx2NR {
+				// The last columns of B: 16 columns would reach past its
+				// end, so pack them.
+				packBN(buf.b[:], g.b, ldb, pc, kcur, jr, w)
+				pb, sb = unsafe.Pointer(&buf.b[0]), 64
+			}
+			for ir := 0; ir < m; ir += avx2MR {
+				kernAVX2(kcur, unsafe.Pointer(&buf.a[ir/avx2MR][0]), pb, sb, &buf.t)
+				bst.tile(c[ir*ldc+jr:], ldc, min(avx2MR, m-ir), w, &buf.t)
+			}
+		}
+	}
+}
+
+// bPackedOnce is the loop order for an op(B) that fits the buffer whole
+// (npad = n rounded up to 16 columns): it is packed once, k block after k
+// block, and the micro-panels of A go outermost, so that each row of A is
+// read once and in order (A is the large operand here, e.g. the CNN's
+// im2col matrix).
+func (g *avx2Gemm) bPackedOnce(npad int) {
+	buf, m, n, k, kc, ldc, c := g.buf, g.m, g.n, g.k, g.kc, g.ldc, g.c
+	pa := unsafe.Pointer(&buf.a[0][0])
+	for pc := 0; pc < k; pc += kc {
+		packB(buf.b[pc*npad:], g.transB, g.b, g.ldb, pc, min(kc, k-pc), 0, n)
+	}
+	for ir := 0; ir < m; ir += avx2MR {
+		mr := min(avx2MR, m-ir)
+		for pc := 0; pc < k; pc += kc {
+			kcur := min(kc, k-pc)
+			bst := g.st.block(pc)
+			packA(&buf.a[0], g.transA, g.a, g.lda, ir, mr, pc, kcur)
+			bp := buf.b[pc*npad:]
+			for jr := 0; jr < n; jr += avx2NR {
+				kernAVX2(kcur, pa, unsafe.Pointer(&bp[jr*kcur]), 64, &buf.t)
+				bst.tile(c[ir*ldc+jr:], ldc, mr, min(avx2NR, n-jr), &buf.t)
+			}
+		}
+	}
+}
+
+// bBlocked is the general loop order: blocks of avx2KC rows × avx2NC
+// columns of op(B) are packed in turn (L2), each used by every
+// micro-panel of A.
+func (g *avx2Gemm) bBlocked() {
+	buf, m, n, k, kc, ldc, c := g.buf, g.m, g.n, g.k, g.kc, g.ldc, g.c
+	pa := unsafe.Pointer(&buf.a[0][0])
+	nb := (n + avx2NC - 1) / avx2NC
+	nc := ((n+nb-1)/nb + avx2NR - 1) / avx2NR * avx2NR
+	for pc := 0; pc < k; pc += kc {
+		kcur := min(kc, k-pc)
+		bst := g.st.block(pc)
+		for jc := 0; jc < n; jc += nc {
+			ncur := min(nc, n-jc)
+			packB(buf.b[:], g.transB, g.b, g.ldb, pc, kcur, jc, ncur)
+			for ir := 0; ir < m; ir += avx2MR {
+				mr := min(avx2MR, m-ir)
+				packA(&buf.a[0], g.transA, g.a, g.lda, ir, mr, pc, kcur)
+				for jr := 0; jr < ncur; jr += avx2NR {
+					kernAVX2(kcur, pa, unsafe.Pointer(&buf.b[jr*kcur]), 64, &buf.t)
+					bst.tile(c[ir*ldc+jc+jr:], ldc, mr, min(avx2NR, ncur-jr), &buf.t)
+				}
+			}
+		}
+	}
+}
+
+// newAVX2Store returns the store settings for alpha and beta. Everything
+// scalar in float32 happens here, before the first tile: see avx2Exit.
+func newAVX2Store(alpha, beta float32) avx2Store {
 	st := avx2Store{va: archsimd.BroadcastFloat32x8(alpha), vb: archsimd.BroadcastFloat32x8(beta), one: archsimd.BroadcastFloat32x8(1), mode: storeScaled}
 	if beta == 0 {
 		st.mode = storeOver
 	} else if beta == 1 {
 		st.mode = storeAdd
 	}
-	pa := unsafe.Pointer(&buf.a[0][0])
-	npad := (n + avx2NR - 1) / avx2NR * avx2NR
-	switch {
-	case !transB && m <= avx2PackBMinM:
-		// Few rows: B is read in place, once, strip by strip of 16
-		// columns; each strip (one k block) stays in L1 while the up to
-		// four micro-panels of A, packed first, stream from L2.
-		for pc := 0; pc < k; pc += kc {
-			kcur := min(kc, k-pc)
-			bst := st.block(pc)
-			for ir := 0; ir < m; ir += avx2MR {
-				packA(&buf.a[ir/avx2MR], transA, a, lda, ir, min(avx2MR, m-ir), pc, kcur)
-			}
-			for jr := 0; jr < n; jr += avx2NR {
-				w := min(avx2NR, n-jr)
-				pb, sb := unsafe.Pointer(&b[pc*ldb+jr]), uintptr(ldb)*4
-				if w < avx2NR {
-					// The last columns of B: 16 columns would reach
-					// past its end, so pack them.
-					packBN(buf.b[:], b, ldb, pc, kcur, jr, w)
-					pb, sb = unsafe.Pointer(&buf.b[0]), 64
-				}
-				for ir := 0; ir < m; ir += avx2MR {
-					kernAVX2(kcur, unsafe.Pointer(&buf.a[ir/avx2MR][0]), pb, sb, &buf.t)
-					bst.tile(c[ir*ldc+jr:], ldc, min(avx2MR, m-ir), w, &buf.t)
-				}
-			}
-		}
-	case k*npad <= len(buf.b):
-		// All of op(B) fits the buffer: pack it once, k block after k
-		// block, and take the micro-panels of A outermost, so that each
-		// row of A is read once and in order (A is the large operand
-		// here, e.g. the CNN's im2col matrix).
-		for pc := 0; pc < k; pc += kc {
-			packB(buf.b[pc*npad:], transB, b, ldb, pc, min(kc, k-pc), 0, n)
-		}
-		for ir := 0; ir < m; ir += avx2MR {
-			mr := min(avx2MR, m-ir)
-			for pc := 0; pc < k; pc += kc {
-				kcur := min(kc, k-pc)
-				bst := st.block(pc)
-				packA(&buf.a[0], transA, a, lda, ir, mr, pc, kcur)
-				bp := buf.b[pc*npad:]
-				for jr := 0; jr < n; jr += avx2NR {
-					kernAVX2(kcur, pa, unsafe.Pointer(&bp[jr*kcur]), 64, &buf.t)
-					bst.tile(c[ir*ldc+jr:], ldc, mr, min(avx2NR, n-jr), &buf.t)
-				}
-			}
-		}
-	default:
-		// Blocks of avx2KC rows × avx2NC columns of op(B) packed in turn
-		// (L2), each used by every micro-panel of A.
-		nb := (n + avx2NC - 1) / avx2NC
-		nc := ((n+nb-1)/nb + avx2NR - 1) / avx2NR * avx2NR
-		for pc := 0; pc < k; pc += kc {
-			kcur := min(kc, k-pc)
-			bst := st.block(pc)
-			for jc := 0; jc < n; jc += nc {
-				ncur := min(nc, n-jc)
-				packB(buf.b[:], transB, b, ldb, pc, kcur, jc, ncur)
-				for ir := 0; ir < m; ir += avx2MR {
-					mr := min(avx2MR, m-ir)
-					packA(&buf.a[0], transA, a, lda, ir, mr, pc, kcur)
-					for jr := 0; jr < ncur; jr += avx2NR {
-						kernAVX2(kcur, pa, unsafe.Pointer(&buf.b[jr*kcur]), 64, &buf.t)
-						bst.tile(c[ir*ldc+jc+jr:], ldc, mr, min(avx2NR, ncur-jr), &buf.t)
-					}
-				}
-			}
-		}
-	}
-	avx2Exit()
-	avx2GemmBufs.Put(buf)
+	return st
 }
 
 // avx2Store holds how tiles go into C: alpha and beta broadcast, and the
@@ -496,120 +532,94 @@ func transpose8x8(x0, x1, x2, x3, x4, x5, x6, x7 archsimd.Float32x8) (y0, y1, y2
 // than back as ten results: returning them in registers made the whole
 // kernel ≈1.7× slower (measured; the caller's reloads forward from these
 // stores).
+//
+// The loops call no function, not even one that inlines. Go's scheduler
+// breaks ties by source position, and an inlined body's positions sort
+// by call site in an order of their own, so with a load helper the tile
+// spilled; and an inlined call whose line keeps no instruction of the
+// caller leaves a NOP (an inline mark) in the loop: with a helper per row
+// (24 NOPs per iteration) the kernel ran ≈10% slower on the Zen 3 machine.
 func kernAVX2(kc int, pa, pb unsafe.Pointer, sb uintptr, t *[avx2MR * avx2NR]float32) {
 	var c00, c01, c10, c11, c20, c21, c30, c31, c40, c41 archsimd.Float32x8
 	if r := kc & 3; r != 0 {
 		for {
-			b0 := archsimd.LoadFloat32x8((*[8]float32)(pb))
-			b1 := archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
+			b0, b1 := archsimd.LoadFloat32x8((*[8]float32)(pb)), archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
 			x := archsimd.LoadFloat32x8((*[8]float32)(pa))
-			c00 = x.MulAdd(b0, c00)
-			c01 = x.MulAdd(b1, c01)
+			c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 32)))
-			c10 = x.MulAdd(b0, c10)
-			c11 = x.MulAdd(b1, c11)
+			c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 64)))
-			c20 = x.MulAdd(b0, c20)
-			c21 = x.MulAdd(b1, c21)
+			c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 96)))
-			c30 = x.MulAdd(b0, c30)
-			c31 = x.MulAdd(b1, c31)
+			c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 128)))
-			c40 = x.MulAdd(b0, c40)
-			c41 = x.MulAdd(b1, c41)
-			pa = unsafe.Add(pa, 160)
-			pb = unsafe.Add(pb, sb)
-			r--
-			if r == 0 {
+			c40, c41 = x.MulAdd(b0, c40), x.MulAdd(b1, c41)
+			pa, pb = unsafe.Add(pa, 160), unsafe.Add(pb, sb)
+			if r--; r == 0 {
 				break
 			}
 		}
 	}
 	if n := kc >> 2; n != 0 {
 		for {
-			b0 := archsimd.LoadFloat32x8((*[8]float32)(pb))
-			b1 := archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
+			b0, b1 := archsimd.LoadFloat32x8((*[8]float32)(pb)), archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
 			x := archsimd.LoadFloat32x8((*[8]float32)(pa))
-			c00 = x.MulAdd(b0, c00)
-			c01 = x.MulAdd(b1, c01)
+			c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 32)))
-			c10 = x.MulAdd(b0, c10)
-			c11 = x.MulAdd(b1, c11)
+			c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 64)))
-			c20 = x.MulAdd(b0, c20)
-			c21 = x.MulAdd(b1, c21)
+			c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 96)))
-			c30 = x.MulAdd(b0, c30)
-			c31 = x.MulAdd(b1, c31)
+			c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 128)))
-			c40 = x.MulAdd(b0, c40)
-			c41 = x.MulAdd(b1, c41)
-
+			c40, c41 = x.MulAdd(b0, c40), x.MulAdd(b1, c41)
 			pb = unsafe.Add(pb, sb)
-			b0 = archsimd.LoadFloat32x8((*[8]float32)(pb))
-			b1 = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
+			b0, b1 = archsimd.LoadFloat32x8((*[8]float32)(pb)), archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 160)))
-			c00 = x.MulAdd(b0, c00)
-			c01 = x.MulAdd(b1, c01)
+			c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 192)))
-			c10 = x.MulAdd(b0, c10)
-			c11 = x.MulAdd(b1, c11)
+			c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 224)))
-			c20 = x.MulAdd(b0, c20)
-			c21 = x.MulAdd(b1, c21)
+			c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 256)))
-			c30 = x.MulAdd(b0, c30)
-			c31 = x.MulAdd(b1, c31)
+			c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 288)))
-			c40 = x.MulAdd(b0, c40)
-			c41 = x.MulAdd(b1, c41)
-
+			c40, c41 = x.MulAdd(b0, c40), x.MulAdd(b1, c41)
 			pb = unsafe.Add(pb, sb)
-			b0 = archsimd.LoadFloat32x8((*[8]float32)(pb))
-			b1 = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
+			b0, b1 = archsimd.LoadFloat32x8((*[8]float32)(pb)), archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 320)))
-			c00 = x.MulAdd(b0, c00)
-			c01 = x.MulAdd(b1, c01)
+			c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 352)))
-			c10 = x.MulAdd(b0, c10)
-			c11 = x.MulAdd(b1, c11)
+			c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 384)))
-			c20 = x.MulAdd(b0, c20)
-			c21 = x.MulAdd(b1, c21)
+			c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 416)))
-			c30 = x.MulAdd(b0, c30)
-			c31 = x.MulAdd(b1, c31)
+			c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 448)))
-			c40 = x.MulAdd(b0, c40)
-			c41 = x.MulAdd(b1, c41)
-
+			c40, c41 = x.MulAdd(b0, c40), x.MulAdd(b1, c41)
 			pb = unsafe.Add(pb, sb)
-			b0 = archsimd.LoadFloat32x8((*[8]float32)(pb))
-			b1 = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
+			b0, b1 = archsimd.LoadFloat32x8((*[8]float32)(pb)), archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pb, 32)))
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 480)))
-			c00 = x.MulAdd(b0, c00)
-			c01 = x.MulAdd(b1, c01)
+			c00, c01 = x.MulAdd(b0, c00), x.MulAdd(b1, c01)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 512)))
-			c10 = x.MulAdd(b0, c10)
-			c11 = x.MulAdd(b1, c11)
+			c10, c11 = x.MulAdd(b0, c10), x.MulAdd(b1, c11)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 544)))
-			c20 = x.MulAdd(b0, c20)
-			c21 = x.MulAdd(b1, c21)
+			c20, c21 = x.MulAdd(b0, c20), x.MulAdd(b1, c21)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 576)))
-			c30 = x.MulAdd(b0, c30)
-			c31 = x.MulAdd(b1, c31)
+			c30, c31 = x.MulAdd(b0, c30), x.MulAdd(b1, c31)
 			x = archsimd.LoadFloat32x8((*[8]float32)(unsafe.Add(pa, 608)))
-			c40 = x.MulAdd(b0, c40)
-			c41 = x.MulAdd(b1, c41)
-
-			pa = unsafe.Add(pa, 640)
-			pb = unsafe.Add(pb, sb)
-			n--
-			if n == 0 {
+			c40, c41 = x.MulAdd(b0, c40), x.MulAdd(b1, c41)
+			pa, pb = unsafe.Add(pa, 640), unsafe.Add(pb, sb)
+			if n--; n == 0 {
 				break
 			}
 		}
 	}
+	storeTileAVX2(t, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41)
+}
+
+// storeTileAVX2 stores the ten accumulators of kernAVX2 into t, row by row.
+func storeTileAVX2(t *[avx2MR * avx2NR]float32, c00, c01, c10, c11, c20, c21, c30, c31, c40, c41 archsimd.Float32x8) {
 	c00.Store((*[8]float32)(t[0:8]))
 	c01.Store((*[8]float32)(t[8:16]))
 	c10.Store((*[8]float32)(t[16:24]))

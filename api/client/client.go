@@ -1,5 +1,8 @@
 // Package client is the Go client of dpfl's REST API (package api), used by
-// cmd/dpfl-client and the end-to-end tests.
+// cmd/dpfl-client and the end-to-end tests. It speaks the wire types of
+// package api/types and depends on nothing else of dpfl but secure
+// aggregation's messages (package secagg), so that a program that only
+// talks to a server links none of the server's code.
 package client
 
 import (
@@ -18,8 +21,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpfl/dpfl/api"
-	"github.com/dpfl/dpfl/job"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 // Client talks to one dpfl-server.
@@ -72,7 +74,7 @@ func New(base, token string, opts ...Option) *Client {
 // Error is a non-2xx response.
 type Error struct {
 	Status int
-	api.ErrorBody
+	types.ErrorBody
 }
 
 func (e *Error) Error() string {
@@ -166,78 +168,78 @@ func (c *Client) Health(ctx context.Context) error {
 
 // Submit creates a job from its JSON spec (fields left out take the
 // server's defaults).
-func (c *Client) Submit(ctx context.Context, spec []byte) (job.Status, error) {
-	var st job.Status
+func (c *Client) Submit(ctx context.Context, spec []byte) (types.Status, error) {
+	var st types.Status
 	err := c.do(ctx, http.MethodPost, "/v1/jobs", spec, &st)
 	return st, err
 }
 
 // List returns every job.
-func (c *Client) List(ctx context.Context) ([]job.Status, error) {
+func (c *Client) List(ctx context.Context) ([]types.Status, error) {
 	var out struct {
-		Jobs []job.Status `json:"jobs"`
+		Jobs []types.Status `json:"jobs"`
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/jobs", nil, &out)
 	return out.Jobs, err
 }
 
 // Job returns one job's status.
-func (c *Client) Job(ctx context.Context, id string) (job.Status, error) {
-	var st job.Status
+func (c *Client) Job(ctx context.Context, id string) (types.Status, error) {
+	var st types.Status
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id), nil, &st)
 	return st, err
 }
 
 // Metrics returns every committed round of a job.
-func (c *Client) Metrics(ctx context.Context, id string) ([]job.RoundMetrics, error) {
+func (c *Client) Metrics(ctx context.Context, id string) ([]types.RoundMetrics, error) {
 	var out struct {
-		Rounds []job.RoundMetrics `json:"rounds"`
+		Rounds []types.RoundMetrics `json:"rounds"`
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/metrics", nil, &out)
 	return out.Rounds, err
 }
 
 // Rounds returns every committed round's participation and timing.
-func (c *Client) Rounds(ctx context.Context, id string) ([]job.RoundRecord, error) {
+func (c *Client) Rounds(ctx context.Context, id string) ([]types.RoundRecord, error) {
 	var out struct {
-		Rounds []job.RoundRecord `json:"rounds"`
+		Rounds []types.RoundRecord `json:"rounds"`
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/rounds", nil, &out)
 	return out.Rounds, err
 }
 
 // Privacy returns a job's privacy ledger and ε.
-func (c *Client) Privacy(ctx context.Context, id string) (job.PrivacyReport, error) {
-	var rep job.PrivacyReport
+func (c *Client) Privacy(ctx context.Context, id string) (types.PrivacyReport, error) {
+	var rep types.PrivacyReport
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/privacy", nil, &rep)
 	return rep, err
 }
 
 // Cancel stops a running job.
-func (c *Client) Cancel(ctx context.Context, id string) (job.Status, error) {
-	var st job.Status
+func (c *Client) Cancel(ctx context.Context, id string) (types.Status, error) {
+	var st types.Status
 	err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/cancel", nil, &st)
 	return st, err
 }
 
 // Model returns a job's latest global model.
-func (c *Client) Model(ctx context.Context, id string) (job.ModelExport, error) {
-	var m job.ModelExport
+func (c *Client) Model(ctx context.Context, id string) (types.ModelExport, error) {
+	var m types.ModelExport
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/model", nil, &m)
 	return m, err
 }
 
-// CreateBudget creates privacy unit name with budget (ε_max, δ).
-func (c *Client) CreateBudget(ctx context.Context, name string, epsilon, delta float64) (job.UnitReport, error) {
-	body, _ := json.Marshal(api.BudgetRequest{EpsilonBudget: epsilon, Delta: delta})
-	var rep job.UnitReport
+// CreateBudget creates the shared privacy budget name with (ε_max, δ).
+func (c *Client) CreateBudget(ctx context.Context, name string, epsilon, delta float64) (types.BudgetReport, error) {
+	body, _ := json.Marshal(types.BudgetRequest{EpsilonBudget: epsilon, Delta: delta})
+	var rep types.BudgetReport
 	err := c.do(ctx, http.MethodPut, "/v1/budgets/"+url.PathEscape(name), body, &rep)
 	return rep, err
 }
 
-// Budget reports privacy unit name.
-func (c *Client) Budget(ctx context.Context, name string) (job.UnitReport, error) {
-	var rep job.UnitReport
+// Budget reports shared budget name: its jobs, spend and remaining ε.
+func (c *Client) Budget(ctx context.Context, name string) (types.BudgetReport, error) {
+	var rep types.BudgetReport
 	err := c.do(ctx, http.MethodGet, "/v1/budgets/"+url.PathEscape(name), nil, &rep)
 	return rep, err
 }
@@ -245,16 +247,16 @@ func (c *Client) Budget(ctx context.Context, name string) (job.UnitReport, error
 // EnrollDevice enrolls a new device for devices job id and returns its ID
 // and credential. The server keeps only the credential's hash: this is
 // the one time it is shown.
-func (c *Client) EnrollDevice(ctx context.Context, id string) (job.Enrollment, error) {
-	var en job.Enrollment
+func (c *Client) EnrollDevice(ctx context.Context, id string) (types.Enrollment, error) {
+	var en types.Enrollment
 	err := c.do(ctx, http.MethodPost, "/v1/jobs/"+url.PathEscape(id)+"/devices", nil, &en)
 	return en, err
 }
 
 // Devices lists the devices enrolled for devices job id, oldest first.
-func (c *Client) Devices(ctx context.Context, id string) ([]job.DeviceInfo, error) {
+func (c *Client) Devices(ctx context.Context, id string) ([]types.DeviceInfo, error) {
 	var out struct {
-		Devices []job.DeviceInfo `json:"devices"`
+		Devices []types.DeviceInfo `json:"devices"`
 	}
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(id)+"/devices", nil, &out)
 	return out.Devices, err
@@ -263,7 +265,7 @@ func (c *Client) Devices(ctx context.Context, id string) ([]job.DeviceInfo, erro
 // Wait polls job id every interval until it reaches a terminal state,
 // calling progress (if non-nil) with each status seen. It never gives up
 // on a job that stays running; Watch does.
-func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, progress func(job.Status)) (job.Status, error) {
+func (c *Client) Wait(ctx context.Context, id string, interval time.Duration, progress func(types.Status)) (types.Status, error) {
 	return c.Watch(ctx, id, WatchOptions{Interval: interval, Progress: progress})
 }
 
@@ -275,14 +277,14 @@ type WatchOptions struct {
 	// state and round stay the same for this long.
 	Stall time.Duration
 	// Progress, if non-nil, sees every status polled.
-	Progress func(job.Status)
+	Progress func(types.Status)
 }
 
 // StalledError is a job that made no progress within WatchOptions.Stall:
 // it stays in a running state at one round, as when the server has
 // stopped running it (it failed to record its end, say) or a round hangs.
 type StalledError struct {
-	Job   job.Status
+	Job   types.Status
 	Stall time.Duration
 }
 
@@ -295,13 +297,13 @@ func (e *StalledError) Error() string {
 // error as soon as a poll fails (the server's error, or no answer), and
 // a *StalledError when opt.Stall passes without the job's state or
 // round changing, so it never waits forever on a job that does not move.
-func (c *Client) Watch(ctx context.Context, id string, opt WatchOptions) (job.Status, error) {
+func (c *Client) Watch(ctx context.Context, id string, opt WatchOptions) (types.Status, error) {
 	if opt.Interval <= 0 {
 		opt.Interval = time.Second
 	}
 	t := time.NewTicker(opt.Interval)
 	defer t.Stop()
-	var last job.Status
+	var last types.Status
 	var lastChange time.Time
 	for first := true; ; first = false {
 		st, err := c.Job(ctx, id)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpfl/dpfl/api"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 func TestErrorText(t *testing.T) {
@@ -19,11 +19,11 @@ func TestErrorText(t *testing.T) {
 		e    Error
 		want string
 	}{
-		{Error{409, api.ErrorBody{Error: "job j is already completed"}}, "server said 409 Conflict: job j is already completed"},
+		{Error{409, types.ErrorBody{Error: "job j is already completed"}}, "server said 409 Conflict: job j is already completed"},
 		// An older server's doubled prefix is said once.
-		{Error{409, api.ErrorBody{Error: "conflict: job j is already completed"}}, "server said 409 Conflict: job j is already completed"},
-		{Error{401, api.ErrorBody{Error: "unauthorized: no device"}}, "server said 401 Unauthorized: no device"},
-		{Error{502, api.ErrorBody{}}, "server said 502 Bad Gateway"},
+		{Error{409, types.ErrorBody{Error: "conflict: job j is already completed"}}, "server said 409 Conflict: job j is already completed"},
+		{Error{401, types.ErrorBody{Error: "unauthorized: no device"}}, "server said 401 Unauthorized: no device"},
+		{Error{502, types.ErrorBody{}}, "server said 502 Bad Gateway"},
 	} {
 		if got := c.e.Error(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.e, got, c.want)
@@ -82,7 +82,7 @@ func TestWatchFollowsProgress(t *testing.T) {
 // A server error ends the watch at once.
 func TestWatchStopsOnServerError(t *testing.T) {
 	url := jobServer(t, func() (int, any) {
-		return 500, api.ErrorBody{Error: "internal error (id 3f9c); see the server log", ErrorID: "3f9c"}
+		return 500, types.ErrorBody{Error: "internal error (id 3f9c); see the server log", ErrorID: "3f9c"}
 	})
 	_, err := New(url, "tok").Watch(context.Background(), "j", WatchOptions{Interval: time.Millisecond})
 	if !IsStatus(err, 500) || !strings.Contains(err.Error(), "id 3f9c") {
@@ -100,12 +100,12 @@ func TestRateLimitRetried(t *testing.T) {
 		case r.Method == "GET" && n == 1:
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(429)
-			json.NewEncoder(w).Encode(api.ErrorBody{Error: "rate limit"})
+			json.NewEncoder(w).Encode(types.ErrorBody{Error: "rate limit"})
 		case r.Method == "GET":
 			json.NewEncoder(w).Encode(map[string]any{"jobs": []any{}})
 		default:
 			w.WriteHeader(429)
-			json.NewEncoder(w).Encode(api.ErrorBody{Error: "server at capacity"})
+			json.NewEncoder(w).Encode(types.ErrorBody{Error: "server at capacity"})
 		}
 	}))
 	defer srv.Close()

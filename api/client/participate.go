@@ -3,10 +3,13 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"time"
 
-	"github.com/dpfl/dpfl/job"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/secagg"
 )
 
@@ -14,76 +17,120 @@ import (
 // device's credential (New(base, credential)), not the API token.
 
 // RoundStatus polls the open round of a devices job.
-func (c *Client) RoundStatus(ctx context.Context, jobID string) (job.RoundStatus, error) {
-	var st job.RoundStatus
+func (c *Client) RoundStatus(ctx context.Context, jobID string) (types.RoundStatus, error) {
+	var st types.RoundStatus
 	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID)+"/participate", nil, &st)
 	return st, err
 }
 
-// Participation is one device's part in one round: the round token that
-// Join returned, which every later message presents next to the device's
-// credential.
+// DefaultPoll is how often a Participation polls the round's stage.
+const DefaultPoll = 200 * time.Millisecond
+
+// Participation is one device's part in one round, the device's end of
+// secure aggregation over HTTP: a secagg.ClientTransport for
+// secagg.ClientDriver. It holds the round token that Join returned, which
+// every later message presents next to the device's credential. Each
+// stage has one route, named as the stage (secagg.Stage.String): GET
+// fetches the server's request, POST sends the device's message.
 type Participation struct {
-	c    *Client
-	path string
-	Info job.JoinInfo
+	c     *Client
+	jobID string
+	path  string
+	// Info is what join returned: the client ID, session, model and token.
+	Info types.JoinInfo
+	// Poll is how often Await polls the round's stage (≤ 0: DefaultPoll).
+	Poll time.Duration
 }
 
 // Join admits this device to the open round of a devices job, once per
 // attempt of a round (a second join is a 409 *Error).
 func (c *Client) Join(ctx context.Context, jobID string) (*Participation, error) {
-	p := &Participation{c: c, path: "/v1/jobs/" + url.PathEscape(jobID) + "/participate"}
+	p := &Participation{c: c, jobID: jobID, path: "/v1/jobs/" + url.PathEscape(jobID) + "/participate"}
 	if err := c.do(ctx, http.MethodPost, p.path+"/join", nil, &p.Info); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *Participation) post(ctx context.Context, stage string, msg any) error {
+// deviceStages are the stages in the order a round goes through them, as
+// RoundStatus names them: devices join and advertise keys in "join".
+var deviceStages = []string{types.StageJoin, types.StageShareKeys, types.StageMaskedInput, types.StageUnmask}
+
+func (p *Participation) post(ctx context.Context, stage secagg.Stage, msg any) error {
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
-	return p.c.do(ctx, http.MethodPost, p.path+"/"+stage, body, nil, job.ClientTokenHeader, p.Info.Token)
+	return p.c.do(ctx, http.MethodPost, p.path+"/"+stage.String(), body, nil, types.ClientTokenHeader, p.Info.Token)
 }
 
-func (p *Participation) get(ctx context.Context, stage string, out any) error {
-	return p.c.do(ctx, http.MethodGet, p.path+"/"+stage, nil, out, job.ClientTokenHeader, p.Info.Token)
+func (p *Participation) get(ctx context.Context, stage secagg.Stage, out any) error {
+	return p.c.do(ctx, http.MethodGet, p.path+"/"+stage.String(), nil, out, types.ClientTokenHeader, p.Info.Token)
 }
 
-// Advertise sends round 0's public keys.
-func (p *Participation) Advertise(ctx context.Context, m secagg.AdvertiseMsg) error {
-	return p.post(ctx, "advertise", m)
+// Await polls the round until stage is open. It errors when the round
+// went on without this device: it is past stage, in another round or
+// attempt, or waiting (the instance ended or aborted).
+func (p *Participation) Await(ctx context.Context, stage secagg.Stage) error {
+	want := deviceStages[stage]
+	poll := p.Poll
+	if poll <= 0 {
+		poll = DefaultPoll
+	}
+	for {
+		st, err := p.c.RoundStatus(ctx, p.jobID)
+		if err != nil {
+			return err
+		}
+		if st.Round != p.Info.Round || st.Attempt != p.Info.Attempt || st.Stage == types.StageWaiting ||
+			slices.Index(deviceStages, st.Stage) > slices.Index(deviceStages, want) {
+			return fmt.Errorf("round %d attempt %d went on without this device (now round %d attempt %d, stage %s)", p.Info.Round, p.Info.Attempt, st.Round, st.Attempt, st.Stage)
+		}
+		if st.Stage == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(poll):
+		}
+	}
 }
 
-// Keys fetches the neighbours' public keys (stage share_keys).
-func (p *Participation) Keys(ctx context.Context) (m secagg.KeysMsg, err error) {
-	return m, p.get(ctx, "keys", &m)
+// AdvertiseKeys sends the device's public keys (stage advertise_keys).
+func (p *Participation) AdvertiseKeys(ctx context.Context, m secagg.AdvertiseKeysMsg) error {
+	return p.post(ctx, secagg.StageAdvertiseKeys, m)
 }
 
-// ShareKeys sends the encrypted shares.
+// ShareKeysRequest fetches the neighbours' public keys (stage share_keys).
+func (p *Participation) ShareKeysRequest(ctx context.Context) (m secagg.ShareKeysRequest, err error) {
+	return m, p.get(ctx, secagg.StageShareKeys, &m)
+}
+
+// ShareKeys sends the encrypted shares (stage share_keys).
 func (p *Participation) ShareKeys(ctx context.Context, m secagg.ShareKeysMsg) error {
-	return p.post(ctx, "shares", m)
+	return p.post(ctx, secagg.StageShareKeys, m)
 }
 
-// Shares fetches the shares addressed to this device (stage masked_input).
-func (p *Participation) Shares(ctx context.Context) (m secagg.SharesMsg, err error) {
-	return m, p.get(ctx, "shares", &m)
+// MaskedInputRequest fetches the shares addressed to this device (stage
+// masked_input).
+func (p *Participation) MaskedInputRequest(ctx context.Context) (m secagg.MaskedInputRequest, err error) {
+	return m, p.get(ctx, secagg.StageMaskedInput, &m)
 }
 
-// MaskedInput sends the masked input.
+// MaskedInput sends the masked input (stage masked_input).
 func (p *Participation) MaskedInput(ctx context.Context, m secagg.MaskedInputMsg) error {
-	return p.post(ctx, "masked-input", m)
+	return p.post(ctx, secagg.StageMaskedInput, m)
 }
 
 // UnmaskRequest fetches what the server asks to unmask (stage unmask).
-func (p *Participation) UnmaskRequest(ctx context.Context) (m secagg.UnmaskRequestMsg, err error) {
-	return m, p.get(ctx, "unmask", &m)
+func (p *Participation) UnmaskRequest(ctx context.Context) (m secagg.UnmaskRequest, err error) {
+	return m, p.get(ctx, secagg.StageUnmask, &m)
 }
 
-// Unmask sends the unmasking shares.
+// Unmask sends the unmasking shares (stage unmask).
 func (p *Participation) Unmask(ctx context.Context, m secagg.UnmaskMsg) error {
-	return p.post(ctx, "unmask", m)
+	return p.post(ctx, secagg.StageUnmask, m)
 }
 
 // SavedInput is what 'dpfl-client participate --save-inputs' writes for
@@ -99,3 +146,5 @@ type SavedInput struct {
 	Global   []float32       `json:"global"`
 	Input    []uint32        `json:"input"`
 }
+
+var _ secagg.ClientTransport = (*Participation)(nil)

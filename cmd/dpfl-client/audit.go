@@ -30,9 +30,13 @@ func auditBundle(ctx context.Context, cl *client.Client, id, path, sincePath str
 			return fmt.Errorf("--since-checkpoint %s: %w", sincePath, err)
 		}
 	}
-	b, err := cl.AuditBundle(ctx, id, since.Size)
+	raw, err := cl.AuditBundle(ctx, id, since.Size)
 	if err != nil {
 		return err
+	}
+	var b auditlog.Bundle
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return fmt.Errorf("the server's audit bundle does not decode: %w", err)
 	}
 	if sincePath != "" {
 		if b.Since == nil { // an earlier checkpoint of the empty log

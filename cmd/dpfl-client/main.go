@@ -5,17 +5,17 @@
 //	dpfl-client list
 //	dpfl-client status JOB
 //	dpfl-client privacy JOB [--json]
-//	dpfl-client privacy compute --q Q --noise Z --steps N --delta D
-//	dpfl-client privacy calibrate --epsilon E --delta D --q Q --steps N
+//	dpfl-client privacy compute --sampling-rate Q --noise-multiplier Z --rounds T --delta D
+//	dpfl-client privacy calibrate --target-epsilon E --delta D --sampling-rate Q --rounds T
 //	dpfl-client audit JOB [--bundle FILE [--since-checkpoint FILE]]
 //	dpfl-client verify FILE [--key PUB] [--model MODEL.json]
-//	dpfl-client budget create NAME --epsilon E --delta D
+//	dpfl-client budget create NAME --epsilon-budget E --delta D
 //	dpfl-client budget NAME
 //	dpfl-client cancel JOB
 //	dpfl-client model JOB [--out FILE]
 //	dpfl-client devices enroll JOB [--json]
 //	dpfl-client devices list JOB
-//	dpfl-client participate JOB --data DIR [--credential C] [--rounds N] [--save-inputs DIR]
+//	dpfl-client participate JOB --data-dir DIR [--credential-file F] [--rounds N] [--save-inputs DIR]
 //	dpfl-client rounds JOB [--plot FILE]
 //
 // Every command takes --server (default $DPFL_SERVER, else
@@ -26,6 +26,10 @@
 // commands that only read. participate authenticates with the device's
 // credential instead ($DPFL_DEVICE_CREDENTIAL or --credential-file),
 // which 'devices enroll' prints once.
+//
+// Flags of earlier releases (--clients, --q, --cohort, --clip, --z,
+// --noise, --steps, --epsilon, --data) still work for one release, with a
+// warning naming the flag that replaces them.
 //
 // watch (and submit --watch) ends with an error, rather than waiting
 // forever, when the server fails to answer or the job makes no progress
@@ -60,8 +64,9 @@ commands:
   audit     print a job's privacy ledger as a table; --bundle FILE writes its
             audit bundle (transparency log entries, proofs, signed checkpoint)
   verify    check an audit bundle or a model file offline (see 'dpfl-client verify -h')
-  budget    'budget create NAME --epsilon E --delta D' makes a shared privacy
-            unit (jobs join it with dp.privacy_unit); 'budget NAME' shows its spend
+  budget    'budget create NAME --epsilon-budget E --delta D' makes a shared
+            privacy budget (jobs join it with dp.budget, or submit --budget);
+            'budget NAME' shows its spend
   cancel    stop a running job
   model     download a job's latest global model (JSON)
   rounds    per-round participation and estimated time on devices; --plot FILE
@@ -69,7 +74,7 @@ commands:
   devices   'devices enroll JOB' enrolls a device for a devices job and prints
             its credential (once); 'devices list JOB' lists the enrolled devices
   participate  take part in a devices job's rounds as one device with the
-            local data in --data DIR (IDX files), over secure aggregation;
+            local data in --data-dir DIR (IDX files), over secure aggregation;
             authenticates with --credential C (or $DPFL_DEVICE_CREDENTIAL)
 
 common flags: --server URL (or $DPFL_SERVER), --ca FILE (or $DPFL_CA) to trust
@@ -118,6 +123,16 @@ func (c *command) isSet(name string) bool {
 	set := false
 	c.fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+// deprecatedFlag makes --old, the name of an earlier release, set flag
+// --name (already defined) with a warning on stderr. It stays for one
+// release.
+func (c *command) deprecatedFlag(old, name string) {
+	c.fs.Func(old, "deprecated: use --"+name, func(v string) error {
+		fmt.Fprintf(c.stderr, "flag --%s is deprecated; use --%s\n", old, name)
+		return c.fs.Set(name, v)
+	})
 }
 
 // secret returns a secret from, in order, --<name>-file, the --<name>
@@ -204,130 +219,140 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	name, rest := args[0], args[1:]
-	c := newCommand(name, os.Stderr)
-	switch name {
-	case "submit":
-		return submit(ctx, c, rest, out)
-	case "participate":
-		return participate(ctx, c, rest, out)
-	case "devices":
-		return devices(ctx, c, rest, out)
-	case "rounds":
-		return rounds(ctx, c, rest, out)
-	case "watch":
-		stall := stallFlag(c.fs)
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		return watch(ctx, cl, id, *stall, out)
-	case "list":
-		if err := c.fs.Parse(rest); err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		return list(ctx, cl, out)
-	case "status":
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		st, err := cl.Job(ctx, id)
-		if err != nil {
-			return err
-		}
-		return printJSON(out, st)
-	case "privacy":
-		if len(rest) > 0 && (rest[0] == "compute" || rest[0] == "calibrate") {
-			return privacyOffline(c.fs, rest[0], rest[1:], out)
-		}
-		asJSON := c.fs.Bool("json", false, "print the full report as JSON")
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		return privacy(ctx, cl, id, *asJSON, out)
-	case "budget":
-		return budget(ctx, c, rest, out)
-	case "audit":
-		bundle := c.fs.String("bundle", "", "write the job's audit bundle (log entries, proofs, signed checkpoint, claim) to this file")
-		since := c.fs.String("since-checkpoint", "", "with --bundle: an earlier bundle or checkpoint note you kept; the bundle then proves the log only grew since")
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		if *bundle != "" {
-			return auditBundle(ctx, cl, id, *bundle, *since, out)
-		}
-		if *since != "" {
-			return errors.New("audit: --since-checkpoint goes with --bundle")
-		}
-		return audit(ctx, cl, id, out)
-	case "verify":
-		return verify(c, rest, out)
-	case "cancel":
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		st, err := cl.Cancel(ctx, id)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "%s %s after %d rounds\n", st.ID, st.State, st.Round)
-		return nil
-	case "model":
-		path := c.fs.String("out", "", "write the model JSON to this file (default stdout)")
-		id, err := c.jobArg(rest)
-		if err != nil {
-			return err
-		}
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		m, err := cl.Model(ctx, id)
-		if err != nil {
-			return err
-		}
-		if *path == "" {
-			return printJSON(out, m)
-		}
-		b, err := json.Marshal(m)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*path, b, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "wrote %s: %s, %d parameters, round %d\n", *path, m.Model, m.NumParams, m.Round)
-		return nil
+	cmd, ok := subcommands[name]
+	if !ok {
+		fmt.Fprint(os.Stderr, usage)
+		return fmt.Errorf("unknown command %q", name)
 	}
-	fmt.Fprint(os.Stderr, usage)
-	return fmt.Errorf("unknown command %q", name)
+	return cmd(ctx, newCommand(name, os.Stderr), rest, out)
+}
+
+// subcommand runs one command with its flag set c and its arguments.
+type subcommand func(ctx context.Context, c *command, args []string, out io.Writer) error
+
+// subcommands are the commands of usage, by name.
+var subcommands = map[string]subcommand{
+	"submit":      submit,
+	"participate": participate,
+	"devices":     devices,
+	"rounds":      rounds,
+	"watch":       watchJob,
+	"list":        listJobs,
+	"status":      status,
+	"privacy":     privacyCmd,
+	"budget":      budget,
+	"audit":       auditCmd,
+	"verify":      func(_ context.Context, c *command, args []string, out io.Writer) error { return verify(c, args, out) },
+	"cancel":      cancel,
+	"model":       modelCmd,
+}
+
+// jobClient parses the flags and the single JOB argument and connects
+// with the API token.
+func (c *command) jobClient(args []string) (string, *client.Client, error) {
+	id, err := c.jobArg(args)
+	if err != nil {
+		return "", nil, err
+	}
+	cl, err := c.client()
+	return id, cl, err
+}
+
+func watchJob(ctx context.Context, c *command, args []string, out io.Writer) error {
+	stall := stallFlag(c.fs)
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	return watch(ctx, cl, id, *stall, out)
+}
+
+func listJobs(ctx context.Context, c *command, args []string, out io.Writer) error {
+	if err := c.fs.Parse(args); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	return list(ctx, cl, out)
+}
+
+func status(ctx context.Context, c *command, args []string, out io.Writer) error {
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Job(ctx, id)
+	if err != nil {
+		return err
+	}
+	return printJSON(out, st)
+}
+
+func privacyCmd(ctx context.Context, c *command, args []string, out io.Writer) error {
+	if len(args) > 0 && (args[0] == "compute" || args[0] == "calibrate") {
+		return privacyOffline(c, args[0], args[1:], out)
+	}
+	asJSON := c.fs.Bool("json", false, "print the full report as JSON")
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	return privacy(ctx, cl, id, *asJSON, out)
+}
+
+func auditCmd(ctx context.Context, c *command, args []string, out io.Writer) error {
+	bundle := c.fs.String("bundle", "", "write the job's audit bundle (log entries, proofs, signed checkpoint, claim) to this file")
+	since := c.fs.String("since-checkpoint", "", "with --bundle: an earlier bundle or checkpoint note you kept; the bundle then proves the log only grew since")
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	if *bundle != "" {
+		return auditBundle(ctx, cl, id, *bundle, *since, out)
+	}
+	if *since != "" {
+		return errors.New("audit: --since-checkpoint goes with --bundle")
+	}
+	return audit(ctx, cl, id, out)
+}
+
+func cancel(ctx context.Context, c *command, args []string, out io.Writer) error {
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Cancel(ctx, id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s %s after %d rounds\n", st.ID, st.State, st.Round)
+	return nil
+}
+
+func modelCmd(ctx context.Context, c *command, args []string, out io.Writer) error {
+	path := c.fs.String("out", "", "write the model JSON to this file (default stdout)")
+	id, cl, err := c.jobClient(args)
+	if err != nil {
+		return err
+	}
+	m, err := cl.Model(ctx, id)
+	if err != nil {
+		return err
+	}
+	if *path == "" {
+		return printJSON(out, m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(*path, b, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "wrote %s: %s, %d parameters, round %d\n", *path, m.Model, m.NumParams, m.Round)
+	return nil
 }
 
 func printJSON(out io.Writer, v any) error {
@@ -345,7 +370,7 @@ func list(ctx context.Context, cl *client.Client, out io.Writer) error {
 	fmt.Fprintln(tw, "ID\tNAME\tSTATE\tROUND\tMODEL\tCLIENTS\tCREATED")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%d\t%s\n", j.ID, j.Spec.Name, j.State, j.Round, j.Spec.Rounds,
-			j.Spec.Model, j.Spec.Population.Clients, j.CreatedAt.Local().Format(time.DateTime))
+			j.Spec.Model, j.Spec.Population.Size, j.CreatedAt.Local().Format(time.DateTime))
 	}
 	return tw.Flush()
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/accounting/pld"
 	"github.com/dpfl/dpfl/api/client"
-	"github.com/dpfl/dpfl/job"
+	"github.com/dpfl/dpfl/api/types"
 )
 
 func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out io.Writer) error {
@@ -48,7 +47,7 @@ func privacy(ctx context.Context, cl *client.Client, id string, asJSON bool, out
 
 // printEmpirical shows the canary audit's empirical ε beside the
 // analytical one (nothing when the job has no canaries).
-func printEmpirical(out io.Writer, e *job.EmpiricalEpsilon) {
+func printEmpirical(out io.Writer, e *types.EmpiricalEpsilon) {
 	if e == nil {
 		return
 	}
@@ -63,7 +62,7 @@ func printEmpirical(out io.Writer, e *job.EmpiricalEpsilon) {
 	}
 }
 
-func printEstimates(out io.Writer, es ...accounting.Estimate) {
+func printEstimates(out io.Writer, es ...types.Estimate) {
 	for _, e := range es {
 		switch {
 		case e.Epsilon != nil:
@@ -122,57 +121,69 @@ func describe(raw []byte) string {
 // privacyOffline answers 'privacy compute' (ε of a planned job, like TF
 // Privacy's compute_dp_sgd_privacy) and 'privacy calibrate' (the smallest
 // z for a target ε) without a server.
-func privacyOffline(fs *flag.FlagSet, verb string, args []string, out io.Writer) error {
-	q := fs.Float64("q", 0, "Poisson sampling rate q ∈ (0, 1]")
-	steps := fs.Int("steps", 0, "number of rounds")
+func privacyOffline(c *command, verb string, args []string, out io.Writer) error {
+	fs := c.fs
+	q := fs.Float64("sampling-rate", 0, "Poisson sampling rate q ∈ (0, 1]")
+	rounds := fs.Int("rounds", 0, "number of rounds T")
 	delta := fs.Float64("delta", 1e-5, "δ")
-	z := fs.Float64("noise", 0, "noise multiplier z (compute)")
-	eps := fs.Float64("epsilon", 0, "target ε (calibrate)")
+	z := fs.Float64("noise-multiplier", 0, "noise multiplier z (compute)")
+	eps := fs.Float64("target-epsilon", 0, "target ε (calibrate)")
+	c.deprecatedFlag("q", "sampling-rate")
+	c.deprecatedFlag("steps", "rounds")
+	c.deprecatedFlag("noise", "noise-multiplier")
+	c.deprecatedFlag("epsilon", "target-epsilon")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch {
 	case !(*q > 0 && *q <= 1):
-		return fmt.Errorf("--q must be in (0, 1], got %v", *q)
-	case *steps < 1:
-		return fmt.Errorf("--steps must be ≥ 1, got %d", *steps)
+		return fmt.Errorf("--sampling-rate must be in (0, 1], got %v", *q)
+	case *rounds < 1:
+		return fmt.Errorf("--rounds must be ≥ 1, got %d", *rounds)
 	case !(*delta > 0 && *delta < 1):
 		return fmt.Errorf("--delta must be in (0, 1), got %v", *delta)
 	}
 	if verb == "calibrate" {
-		if !(*eps > 0) {
-			return fmt.Errorf("--epsilon must be > 0, got %v", *eps)
-		}
-		zr, err := accounting.CalibrateNoise(accounting.EpsilonPoissonGaussian, *eps, *delta, *q, *steps)
-		if err != nil {
-			return err
-		}
-		zp, err := accounting.CalibrateNoise(pld.EpsilonPoissonGaussian, *eps, *delta, *q, *steps)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "smallest noise multiplier for ε ≤ %g at δ = %g, q = %g, %d steps:\n", *eps, *delta, *q, *steps)
-		fmt.Fprintf(out, "  rdp: z = %.4f\n  pld: z = %.4f\n", zr, zp)
-		return nil
+		return calibrate(*eps, *delta, *q, *rounds, out)
 	}
 	if !(*z > 0) {
-		return fmt.Errorf("--noise must be > 0, got %v", *z)
+		return fmt.Errorf("--noise-multiplier must be > 0, got %v", *z)
 	}
-	ev := accounting.SelfComposed{Event: accounting.PoissonSampled{SamplingProbability: *q, Event: accounting.Gaussian{NoiseMultiplier: *z}}, Count: *steps}
+	ev := accounting.SelfComposed{Event: accounting.PoissonSampled{SamplingProbability: *q, Event: accounting.Gaussian{NoiseMultiplier: *z}}, Count: *rounds}
 	rep, err := accounting.Account([]accounting.Event{ev}, *delta)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%d steps of the Poisson-sampled Gaussian (q = %g, z = %g) at δ = %g:\n", *steps, *q, *z, *delta)
-	printEstimates(out, rep.RDP, rep.PLD)
+	fmt.Fprintf(out, "%d rounds of the Poisson-sampled Gaussian (q = %g, z = %g) at δ = %g:\n", *rounds, *q, *z, *delta)
+	printEstimates(out, types.Estimate(rep.RDP), types.Estimate(rep.PLD))
 	return nil
 }
 
-// budget creates or shows a privacy unit.
+// calibrate prints the smallest z of each accountant for ε ≤ eps after
+// rounds Poisson-sampled rounds at rate q.
+func calibrate(eps, delta, q float64, rounds int, out io.Writer) error {
+	if !(eps > 0) {
+		return fmt.Errorf("--target-epsilon must be > 0, got %v", eps)
+	}
+	zr, err := accounting.CalibrateNoise(accounting.EpsilonPoissonGaussian, eps, delta, q, rounds)
+	if err != nil {
+		return err
+	}
+	zp, err := accounting.CalibrateNoise(pld.EpsilonPoissonGaussian, eps, delta, q, rounds)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "smallest noise multiplier for ε ≤ %g at δ = %g, q = %g, %d rounds:\n", eps, delta, q, rounds)
+	fmt.Fprintf(out, "  rdp: z = %.4f\n  pld: z = %.4f\n", zr, zp)
+	return nil
+}
+
+// budget creates or shows a shared privacy budget.
 func budget(ctx context.Context, c *command, args []string, out io.Writer) error {
 	if len(args) > 0 && args[0] == "create" {
-		eps := c.fs.Float64("epsilon", 0, "the unit's ε_max")
-		delta := c.fs.Float64("delta", 1e-5, "the unit's δ")
+		eps := c.fs.Float64("epsilon-budget", 0, "the budget's ε_max")
+		delta := c.fs.Float64("delta", 1e-5, "the budget's δ")
+		c.deprecatedFlag("epsilon", "epsilon-budget")
 		name, err := c.jobArg(args[1:])
 		if err != nil {
 			return err
@@ -185,7 +196,7 @@ func budget(ctx context.Context, c *command, args []string, out io.Writer) error
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "created privacy unit %s: ε_max = %g at δ = %g\n", rep.Name, rep.EpsilonBudget, rep.Delta)
+		fmt.Fprintf(out, "created budget %s: ε_max = %g at δ = %g\n", rep.Name, rep.EpsilonBudget, rep.Delta)
 		return nil
 	}
 	name, err := c.jobArg(args)
@@ -200,7 +211,7 @@ func budget(ctx context.Context, c *command, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "privacy unit %s: ε_max = %g at δ = %g, %d jobs, %d events\n", rep.Name, rep.EpsilonBudget, rep.Delta, len(rep.Jobs), rep.Events)
+	fmt.Fprintf(out, "budget %s: ε_max = %g at δ = %g, %d jobs, %d events\n", rep.Name, rep.EpsilonBudget, rep.Delta, len(rep.Jobs), rep.Events)
 	if rep.Epsilon != nil {
 		fmt.Fprintf(out, "spent ε = %.4f (%s), remaining %.4f\n", *rep.Epsilon, rep.Accountant, rep.Remaining)
 	}

@@ -30,7 +30,7 @@ func rounds(ctx context.Context, c *command, args []string, out io.Writer) error
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "round\tselected\toffline\treported\tdropped\tstraggled\test. round\test. total\tsim s\ttest acc\tε\t")
+	fmt.Fprintln(tw, "round\tselected\tunavailable\treported\tdropped_out\tlate\tstragglers\tsecagg dropped\test. round\test. total\tsim s\ttest acc\tε\t")
 	var pts plotter.XYs
 	for _, r := range rs {
 		acc, eps := "", ""
@@ -41,7 +41,11 @@ func rounds(ctx context.Context, c *command, args []string, out io.Writer) error
 		if r.Epsilon != nil {
 			eps = fmt.Sprintf("%.3f", *r.Epsilon)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\t%s\t%s\t\n", r.Round, r.Selected, r.Unavailable, r.Reported, r.Dropped, r.Straggled,
+		secaggDropped := 0
+		if r.SecAgg != nil {
+			secaggDropped = r.SecAgg.Dropped
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%.2f\t%s\t%s\t\n", r.Round, r.Selected, r.Unavailable, r.Reported, r.DroppedOut, r.Late, r.Stragglers, secaggDropped,
 			seconds(r.EstimatedSeconds), seconds(r.EstimatedTotalSeconds), r.Seconds, acc, eps)
 	}
 	if err := tw.Flush(); err != nil {

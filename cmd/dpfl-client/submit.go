@@ -15,44 +15,47 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/internal/strictjson"
-	"github.com/dpfl/dpfl/job"
-	"github.com/dpfl/dpfl/storage"
 )
 
-// override maps a submit flag to the job field (JSON path) it sets.
+// override maps a submit flag to the job field (JSON path) it sets;
+// old are its names of earlier releases, accepted with a warning.
 type override struct {
 	flag, path, help string
 	kind             byte // 's' string, 'i' int, 'f' float, 'b' bool
+	old              []string
 }
 
 var overrides = []override{
-	{"name", "name", "job name", 's'},
-	{"model", "model", "model: logreg | mlp | cnn", 's'},
-	{"dataset", "dataset", "fashion-mnist | synthetic | leaf", 's'},
-	{"algorithm", "algorithm", "fedavg | scaffold | fednova", 's'},
-	{"optimizer", "server.optimizer", "server optimizer: sgd | momentum | adagrad | adam | yogi", 's'},
-	{"prox-mu", "client.prox_mu", "FedProx μ", 'f'},
-	{"secure-aggregation", "secure_aggregation", "aggregate through secure aggregation", 'b'},
-	{"on-demand", "population.on_demand", "derive users' data on demand (populations up to 10M)", 'b'},
-	{"rounds", "rounds", "number of rounds", 'i'},
-	{"clients", "population.clients", "population size N", 'i'},
-	{"partition", "population.partition", "iid | dirichlet | shards | labels", 's'},
-	{"alpha", "population.dirichlet_alpha", "Dirichlet concentration α", 'f'},
-	{"sampling", "sampling.scheme", "poisson | fixed", 's'},
-	{"q", "sampling.rate", "Poisson sampling rate q", 'f'},
-	{"cohort", "sampling.cohort_size", "fixed cohort size K", 'i'},
-	{"epochs", "client.epochs", "local epochs E", 'i'},
-	{"batch", "client.batch_size", "local batch size B", 'i'},
-	{"client-lr", "client.lr", "client learning rate η_l", 'f'},
-	{"server-lr", "server.lr", "server learning rate η_s", 'f'},
-	{"dp", "dp.enabled", "train with user-level DP", 'b'},
-	{"clip", "dp.clip_norm", "clip norm C", 'f'},
-	{"z", "dp.noise_multiplier", "noise multiplier z", 'f'},
-	{"delta", "dp.delta", "δ", 'f'},
-	{"epsilon-budget", "dp.epsilon_budget", "ε_max (0 = none)", 'f'},
-	{"eval-every", "eval_every", "evaluate every this many rounds", 'i'},
-	{"seed", "seed", "simulation seed", 'i'},
+	{"name", "name", "job name", 's', nil},
+	{"model", "model", "model: logreg | mlp | cnn", 's', nil},
+	{"dataset", "dataset", "fashion-mnist | synthetic | leaf", 's', nil},
+	{"algorithm", "algorithm", "fedavg | scaffold | fednova", 's', nil},
+	{"optimizer", "server.optimizer", "server optimizer: sgd | momentum | adagrad | adam | yogi", 's', nil},
+	{"prox-mu", "client.prox_mu", "FedProx μ", 'f', nil},
+	{"secure-aggregation", "secure_aggregation", "aggregate through secure aggregation", 'b', nil},
+	{"on-demand", "population.on_demand", "derive users' data on demand (populations up to 10M)", 'b', nil},
+	{"rounds", "rounds", "number of rounds T", 'i', nil},
+	{"population", "population.size", "population size N", 'i', []string{"clients"}},
+	{"partition", "population.partition", "iid | dirichlet | shards | labels", 's', nil},
+	{"alpha", "population.dirichlet_alpha", "Dirichlet concentration α", 'f', nil},
+	{"sampling", "sampling.scheme", "poisson | fixed", 's', nil},
+	{"sampling-rate", "sampling.rate", "Poisson sampling rate q", 'f', []string{"q"}},
+	{"cohort-size", "sampling.cohort_size", "fixed cohort size K", 'i', []string{"cohort"}},
+	{"epochs", "client.epochs", "local epochs E", 'i', nil},
+	{"batch", "client.batch_size", "local batch size B", 'i', nil},
+	{"client-lr", "client.lr", "client learning rate η_l", 'f', nil},
+	{"server-lr", "server.lr", "server learning rate η_s", 'f', nil},
+	{"dp", "dp.enabled", "train with user-level DP", 'b', nil},
+	{"clip-norm", "dp.clip_norm", "clip norm C", 'f', []string{"clip"}},
+	{"noise-multiplier", "dp.noise_multiplier", "noise multiplier z", 'f', []string{"z", "noise"}},
+	{"delta", "dp.delta", "δ", 'f', nil},
+	{"epsilon-budget", "dp.epsilon_budget", "ε_max (0 = none)", 'f', nil},
+	{"target-epsilon", "dp.target_epsilon", "calibrate z to this ε after all rounds (0 = use --noise-multiplier)", 'f', nil},
+	{"budget", "dp.budget", "shared budget to charge the job to ('budget create')", 's', nil},
+	{"eval-every", "eval_every", "evaluate every this many rounds", 'i', nil},
+	{"seed", "seed", "simulation seed", 'i', nil},
 }
 
 func submit(ctx context.Context, c *command, args []string, out io.Writer) error {
@@ -62,6 +65,9 @@ func submit(ctx context.Context, c *command, args []string, out io.Writer) error
 	vals := map[string]*string{}
 	for _, o := range overrides {
 		vals[o.flag] = c.fs.String(o.flag, "", o.help+" (sets "+o.path+")")
+		for _, old := range o.old {
+			c.deprecatedFlag(old, o.flag)
+		}
 	}
 	if err := c.fs.Parse(args); err != nil {
 		return err
@@ -106,8 +112,11 @@ func submit(ctx context.Context, c *command, args []string, out io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "submitted %s: %s on %d clients, %d rounds, %s\n", st.ID, st.Spec.Model,
-		st.Spec.Population.Clients, st.Spec.Rounds, privacyLine(st.Spec))
+	for _, w := range st.Warnings {
+		fmt.Fprintln(c.stderr, "dpfl-client: the server warns:", w)
+	}
+	fmt.Fprintf(out, "submitted %s: %s on %d users, %d rounds, %s\n", st.ID, st.Spec.Model,
+		st.Spec.Population.Size, st.Spec.Rounds, privacyLine(st.Spec))
 	if !*doWatch {
 		return nil
 	}
@@ -125,7 +134,7 @@ func stallFlag(fs *flag.FlagSet) *time.Duration {
 	return fs.Duration("stall-timeout", defaultStall, "give up (exit 1) when the job's state and round stay the same this long")
 }
 
-func privacyLine(s job.Spec) string {
+func privacyLine(s types.Spec) string {
 	if !s.DP.Enabled {
 		return "no DP"
 	}
@@ -166,6 +175,13 @@ func setPath(spec map[string]any, o override, raw string) error {
 		m = sub
 	}
 	m[parts[len(parts)-1]] = v
+	// A file of an earlier release may name the field by its old key,
+	// which the server would refuse beside the new one.
+	for old, repl := range types.DeprecatedKeys {
+		if repl == o.path {
+			delete(m, old[strings.LastIndex(old, ".")+1:])
+		}
+	}
 	return nil
 }
 
@@ -178,7 +194,7 @@ func watch(ctx context.Context, cl *client.Client, id string, stall time.Duratio
 	}
 	start := time.Now()
 	var bar *progressbar.ProgressBar
-	st, err := cl.Watch(ctx, id, client.WatchOptions{Interval: time.Second, Stall: stall, Progress: func(st job.Status) {
+	st, err := cl.Watch(ctx, id, client.WatchOptions{Interval: time.Second, Stall: stall, Progress: func(st types.Status) {
 		if bar == nil {
 			bar = progressbar.NewOptions(st.Spec.Rounds,
 				progressbar.OptionSetWriter(os.Stderr),
@@ -220,13 +236,13 @@ func watch(ctx context.Context, cl *client.Client, id string, stall time.Duratio
 	}
 	fmt.Fprintf(out, "watched for %s\n", time.Since(start).Round(time.Second))
 	// Running out of budget is a normal end; failing or being cancelled is not.
-	if st.State == storage.StateFailed || st.State == storage.StateCancelled {
+	if st.State == types.StateFailed || st.State == types.StateCancelled {
 		return fmt.Errorf("job %s ended %s", id, st.State)
 	}
 	return nil
 }
 
-func progressLine(st job.Status) string {
+func progressLine(st types.Status) string {
 	s := fmt.Sprintf("%s %s", st.ID, st.State)
 	if t := st.LatestTest; t != nil && t.Test != nil {
 		s += fmt.Sprintf(" acc=%.3f", t.Test.Accuracy)
@@ -234,8 +250,8 @@ func progressLine(st job.Status) string {
 	if l := st.Latest; l != nil && l.Epsilon != nil {
 		s += fmt.Sprintf(" ε=%.3f", *l.Epsilon)
 	}
-	if l := st.Latest; l != nil && l.Cohort > 0 && l.Reported > 0 { // both absent under DP
-		s += fmt.Sprintf(" users %d→%d", l.Cohort, l.Reported)
+	if l := st.Latest; l != nil && l.Selected > 0 && l.Reported > 0 { // both absent under DP
+		s += fmt.Sprintf(" users %d→%d", l.Selected, l.Reported)
 	}
 	if l := st.Latest; l != nil && l.EstimatedTotalSeconds > 0 {
 		s += " on devices ≈ " + (time.Duration(l.EstimatedTotalSeconds) * time.Second).String()

@@ -161,7 +161,7 @@ func printVerified(out io.Writer, file string, b *auditlog.Bundle, res *auditlog
 		fmt.Fprintf(out, "  claimed: ε = %.4f (%s) at δ = %g, %s adjacency: not below the bound\n", *res.Claim.Epsilon, res.Claim.Accountant, res.Claim.Delta, res.Claim.Adjacency)
 	}
 	if res.Unit != "" {
-		fmt.Fprintf(out, "  charged to privacy unit %s as well\n", res.Unit)
+		fmt.Fprintf(out, "  charged to budget %s as well\n", res.Unit)
 	}
 	if res.ModelRound > 0 {
 		fmt.Fprintf(out, "  model: the file is the model released in round %d", res.ModelRound)

@@ -2,7 +2,7 @@
 // implements, in-process on the fl package, and writes for each a
 // markdown table and a PNG plot (gonum/plot) of test accuracy per round:
 //
-//		dpfl-experiments [--out docs/experiments] [--quick] fedopt|fedopt-dp|fedprox|all
+//		dpfl-experiments [--out docs/experiments] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|all
 //
 //	  - fedopt: Reddi et al. 2021 ("Adaptive Federated Optimization"):
 //	    FedAvg, FedAvgM, FedAdagrad, FedAdam and FedYogi over a few server
@@ -44,6 +44,7 @@ import (
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
 	"github.com/dpfl/dpfl/fl/model"
+	"github.com/dpfl/dpfl/internal/cliflag"
 )
 
 func main() {
@@ -57,12 +58,13 @@ func run(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("dpfl-experiments", flag.ContinueOnError)
 	dir := fs.String("out", "docs/experiments", "directory for the tables (.md) and plots (.png)")
 	dataDir := fs.String("data-dir", data.DefaultFashionMNISTDir, "Fashion-MNIST IDX files")
+	cliflag.Deprecated(fs, "data", "data-dir")
 	quick := fs.Bool("quick", false, "a fifth of the rounds (a smoke test, not the reported numbers)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: dpfl-experiments [--out DIR] [--quick] fedopt|fedopt-dp|fedprox|all")
+		return errors.New("usage: dpfl-experiments [--out DIR] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|all")
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
@@ -155,8 +157,8 @@ func train(s setup) (curve, error) {
 	if err != nil {
 		return curve{}, err
 	}
-	alg := &fl.FedAvg{Model: m, Client: s.client, Server: server, Aggregate: fl.WeightedMean{},
-		Seed: s.seed, Rounds: s.rounds, Stragglers: s.stragglers, DropStragglers: s.dropStrag}
+	alg := &fl.FedAvg{Model: m, Client: s.client, Server: fl.ServerUpdate{Optimizer: server}, Aggregate: fl.WeightedMean{},
+		Seed: s.seed, Rounds: s.rounds, Simulation: fl.Simulation{Stragglers: s.stragglers, DropStragglers: s.dropStrag}}
 	sampleRand := rand.New(rand.NewPCG(s.seed, 0x5a))
 	if s.dp != nil {
 		secure, err := dp.NewSecureRand()

@@ -133,7 +133,7 @@ func startServer(t *testing.T, db, token string) *server {
 const smallJob = `{
   "name": "e2e",
   "model": "logreg",
-  "population": {"clients": 600, "partition": "dirichlet", "dirichlet_alpha": 1.0},
+  "population": {"size": 600, "partition": "dirichlet", "dirichlet_alpha": 1.0},
   "sampling": {"scheme": "poisson", "rate": 0.1},
   "rounds": %d,
   "client": {"epochs": 1, "batch_size": 20, "lr": 0.1},
@@ -218,9 +218,10 @@ func TestBadSubmissionsCreateNothing(t *testing.T) {
 		`{"dp": {"delta": 1.5}}`:                                 "dp.delta",
 		`{"model": "resnet"}`:                                    "model",
 		`{"sampling": {"scheme": "fixed", "cohort_size": 7000}}`: "sampling.cohort_size",
-		`{"population": {"clients": 0}}`:                         "population.clients",
+		`{"population": {"size": 0}}`:                            "population.size",
+		`{"population": {"clients": 0}}`:                         "population.size",
 		`{"rounds": "many"}`:                                     "body",
-		`{"rouds": 3}`:                                           "body",
+		`{"rouds": 3}`:                                           "rouds",
 		`not json`:                                               "body",
 	}
 	for body, field := range cases {

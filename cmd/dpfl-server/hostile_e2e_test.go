@@ -26,8 +26,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpfl/dpfl/api"
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -90,7 +90,7 @@ func (s *server) stop(t *testing.T) {
 
 // hit sends one request with a bearer token (none if empty) and returns
 // the status and error body. chunked hides the body's length.
-func hit(t *testing.T, method, url, bearer, body string, chunked bool) (int, api.ErrorBody, http.Header) {
+func hit(t *testing.T, method, url, bearer, body string, chunked bool) (int, types.ErrorBody, http.Header) {
 	t.Helper()
 	var r io.Reader = strings.NewReader(body)
 	if chunked {
@@ -109,7 +109,7 @@ func hit(t *testing.T, method, url, bearer, body string, chunked bool) (int, api
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var e api.ErrorBody
+	var e types.ErrorBody
 	if resp.StatusCode/100 != 2 {
 		json.Unmarshal(b, &e)
 	}
@@ -165,7 +165,7 @@ func TestHostileBodies(t *testing.T) {
 		{"a null budget", "PUT", "/v1/budgets/ok", `null`, false, 400, "got null"},
 		{"a repeated budget key", "PUT", "/v1/budgets/ok", `{"epsilon_budget": 8, "delta": 1e-6, "epsilon_budget": 800}`, false, 400, "repeated key"},
 		{"a 2 MiB chunked budget", "PUT", "/v1/budgets/ok", big, true, 413, "too large"},
-		{"a privacy unit name with NUL", "POST", "/v1/jobs", `{"dp": {"privacy_unit": "a\u0000b"}}`, false, 400, "dp.privacy_unit"},
+		{"a budget name with NUL", "POST", "/v1/jobs", `{"dp": {"budget": "a\u0000b"}}`, false, 400, "dp.budget"},
 	} {
 		code, e, _ := hit(t, c.method, s.addr+c.path, tok, c.body, c.chunked)
 		if code != c.code || !strings.Contains(e.Error, c.says) {

@@ -6,6 +6,8 @@
 //	            [--tls-cert FILE --tls-key FILE | --insecure-http] [--verify bounded|full] [limits…]
 //	dpfl-server token [--db ./dpfl.db] [--role auditor|admin]
 //
+// --data-dir was --data, which still works for this release and warns.
+//
 // API tokens (docs/deployment.md). The admin token comes from
 // --token-file, else $DPFL_TOKEN, else the one whose hash is stored in
 // the database; on the very first start without either, a token is
@@ -64,6 +66,7 @@ import (
 
 	"github.com/dpfl/dpfl/api"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/cliflag"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -119,104 +122,156 @@ func run(args []string, stdout io.Writer) error {
 	if len(args) > 0 && args[0] == "token" {
 		return tokenCommand(args[1:], stdout)
 	}
-	fs := flag.NewFlagSet("dpfl-server", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
-	dbPath := fs.String("db", "./dpfl.db", "bbolt database file (created if missing)")
-	dataDir := fs.String("data-dir", data.DefaultFashionMNISTDir, "directory holding the Fashion-MNIST IDX files")
-	token := fs.String("token", "", "DEPRECATED (visible in ps): the admin API token; use $DPFL_TOKEN or --token-file")
-	tokenFile := fs.String("token-file", "", "file holding the admin API token (default $DPFL_TOKEN, else the hash stored in the db)")
-	auditorFile := fs.String("auditor-token-file", "", "file holding a read-only auditor token (default $DPFL_AUDITOR_TOKEN, else the hash 'dpfl-server token --role auditor' stored)")
-	tlsCert := fs.String("tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks only HTTPS")
-	tlsKey := fs.String("tls-key", "", "TLS private key (PEM) for --tls-cert")
-	insecure := fs.Bool("insecure-http", false, "allow plain HTTP on a non-loopback --addr (tokens and device credentials then cross the network in cleartext)")
-	workers := fs.Int("workers", 0, "clients trained in parallel per job (0 = all cores)")
-	verify := fs.String("verify", "bounded", "start-up check of the database: bounded (checkpoints checksummed up to 256 MiB) or full (every checkpoint, and bbolt's page check)")
-	maxJobMemory := byteSize(job.DefaultMaxJobMemory())
-	fs.Var(&maxJobMemory, "max-job-memory", "refuse a job whose estimated peak memory exceeds this many bytes (e.g. 8GiB; 0 = no bound; default half of this machine's memory)")
-	maxRunning := fs.Int("max-running-jobs", defaultMaxRunningJobs(), "refuse (429) a submission while this many jobs run (0 = no bound)")
-	dataRoot := fs.String("data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
-	deviceRate := fs.Float64("device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
-	logKeyFile := fs.String("log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key)")
-	if err := fs.Parse(args); err != nil {
+	f, err := parseFlags(args)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (flags only; 'dpfl-server token' issues tokens)", fs.Arg(0))
-	}
-	if *verify != "bounded" && *verify != "full" {
-		return fmt.Errorf("--verify must be bounded or full, got %q", *verify)
-	}
-	if *maxRunning < 0 || !(*deviceRate > 0) {
-		return fmt.Errorf("--max-running-jobs must be ≥ 0 and --device-rate > 0")
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-
 	// Everything that needs no database first, so a misconfiguration
 	// costs no start-up check.
-	tlsCfg, err := serverTLS(*tlsCert, *tlsKey)
+	tlsCfg, err := f.transport(log)
 	if err != nil {
 		return err
 	}
-	if err := checkTransport(*addr, tlsCfg != nil, *insecure); err != nil {
-		return err
-	}
-	if host, _, _ := net.SplitHostPort(*addr); tlsCfg == nil && *insecure && !isLoopback(host) {
-		log.Warn("serving plain HTTP on a non-loopback address (--insecure-http): API tokens and device credentials cross the network in cleartext")
-	}
-	flagSet := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { flagSet[f.Name] = true })
-	admin, err := secretFrom("token", *token, flagSet["token"], *tokenFile, "DPFL_TOKEN", log)
+	admin, err := secretFrom("token", f.token, f.tokenSet, f.tokenFile, "DPFL_TOKEN", log)
 	if err != nil {
 		return err
 	}
-	auditor, err := secretFrom("auditor-token", "", false, *auditorFile, "DPFL_AUDITOR_TOKEN", log)
+	auditor, err := secretFrom("auditor-token", "", false, f.auditorFile, "DPFL_AUDITOR_TOKEN", log)
 	if err != nil {
 		return err
 	}
-
-	db, err := storage.Open(*dbPath)
+	db, err := storage.Open(f.dbPath)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if *logKeyFile == "" {
-		*logKeyFile = storage.LogKeyFile(*dbPath)
-	}
-	logKey, err := loadLogKey(db, *logKeyFile, log)
+	mgr, tokens, err := f.open(db, admin, auditor, log, stdout)
 	if err != nil {
 		return err
 	}
+	return f.serve(mgr, tokens, tlsCfg, log)
+}
+
+// serverFlags are dpfl-server's flags, parsed and checked.
+type serverFlags struct {
+	addr, dbPath, dataDir, dataRoot, logKeyFile string
+	// token is the deprecated --token; tokenSet says it was given.
+	token                  string
+	tokenSet               bool
+	tokenFile, auditorFile string
+	tlsCert, tlsKey        string
+	insecure               bool
+	workers, maxRunning    int
+	verify                 string
+	maxJobMemory           byteSize
+	deviceRate             float64
+}
+
+// parseFlags parses and checks dpfl-server's flags (not 'token'). The
+// deprecated --data sets --data-dir, with a warning on stderr.
+func parseFlags(args []string) (*serverFlags, error) {
+	f := &serverFlags{maxJobMemory: byteSize(job.DefaultMaxJobMemory())}
+	fs := flag.NewFlagSet("dpfl-server", flag.ContinueOnError)
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
+	fs.StringVar(&f.dbPath, "db", "./dpfl.db", "bbolt database file (created if missing)")
+	fs.StringVar(&f.dataDir, "data-dir", data.DefaultFashionMNISTDir, "directory holding the Fashion-MNIST IDX files")
+	cliflag.Deprecated(fs, "data", "data-dir")
+	fs.StringVar(&f.token, "token", "", "DEPRECATED (visible in ps): the admin API token; use $DPFL_TOKEN or --token-file")
+	fs.StringVar(&f.tokenFile, "token-file", "", "file holding the admin API token (default $DPFL_TOKEN, else the hash stored in the db)")
+	fs.StringVar(&f.auditorFile, "auditor-token-file", "", "file holding a read-only auditor token (default $DPFL_AUDITOR_TOKEN, else the hash 'dpfl-server token --role auditor' stored)")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key the server speaks only HTTPS")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM) for --tls-cert")
+	fs.BoolVar(&f.insecure, "insecure-http", false, "allow plain HTTP on a non-loopback --addr (tokens and device credentials then cross the network in cleartext)")
+	fs.IntVar(&f.workers, "workers", 0, "clients trained in parallel per job (0 = all cores)")
+	fs.StringVar(&f.verify, "verify", "bounded", "start-up check of the database: bounded (checkpoints checksummed up to 256 MiB) or full (every checkpoint, and bbolt's page check)")
+	fs.Var(&f.maxJobMemory, "max-job-memory", "refuse a job whose estimated peak memory exceeds this many bytes (e.g. 8GiB; 0 = no bound; default half of this machine's memory)")
+	fs.IntVar(&f.maxRunning, "max-running-jobs", defaultMaxRunningJobs(), "refuse (429) a submission while this many jobs run (0 = no bound)")
+	fs.StringVar(&f.dataRoot, "data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
+	fs.Float64Var(&f.deviceRate, "device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
+	fs.StringVar(&f.logKeyFile, "log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fs.Visit(func(fl *flag.Flag) { f.tokenSet = f.tokenSet || fl.Name == "token" })
+	switch {
+	case fs.NArg() > 0:
+		return nil, fmt.Errorf("unexpected argument %q (flags only; 'dpfl-server token' issues tokens)", fs.Arg(0))
+	case f.verify != "bounded" && f.verify != "full":
+		return nil, fmt.Errorf("--verify must be bounded or full, got %q", f.verify)
+	case f.maxRunning < 0 || !(f.deviceRate > 0):
+		return nil, fmt.Errorf("--max-running-jobs must be ≥ 0 and --device-rate > 0")
+	}
+	if f.logKeyFile == "" {
+		f.logKeyFile = storage.LogKeyFile(f.dbPath)
+	}
+	return f, nil
+}
+
+// transport loads the TLS configuration (nil: plain HTTP) and refuses
+// plain HTTP where checkTransport does, warning when --insecure-http
+// allows it on a non-loopback address.
+func (f *serverFlags) transport(log *slog.Logger) (*tls.Config, error) {
+	tlsCfg, err := serverTLS(f.tlsCert, f.tlsKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTransport(f.addr, tlsCfg != nil, f.insecure); err != nil {
+		return nil, err
+	}
+	if host, _, _ := net.SplitHostPort(f.addr); tlsCfg == nil && f.insecure && !isLoopback(host) {
+		log.Warn("serving plain HTTP on a non-loopback address (--insecure-http): API tokens and device credentials cross the network in cleartext")
+	}
+	return tlsCfg, nil
+}
+
+// open prepares db for serving, in the order that keeps a damaged file
+// untouched: the log's signing key, the start-up check (checkStore),
+// then the first writes (signing the log's head, the tokens) and the
+// jobs' resumption. It returns the job manager and the API's tokens.
+func (f *serverFlags) open(db *storage.DB, admin, auditor string, log *slog.Logger, stdout io.Writer) (*job.Manager, *api.Tokens, error) {
+	logKey, err := loadLogKey(db, f.logKeyFile, log)
+	if err != nil {
+		return nil, nil, err
+	}
 	mgr := job.NewManager(db, job.Options{
-		DataDir: *dataDir, Workers: *workers, Logger: log,
-		DataRoot: *dataRoot, MaxJobMemory: int64(maxJobMemory), MaxRunningJobs: *maxRunning,
+		DataDir: f.dataDir, Workers: f.workers, Logger: log,
+		DataRoot: f.dataRoot, MaxJobMemory: int64(f.maxJobMemory), MaxRunningJobs: f.maxRunning,
 	})
 	// Check before anything writes to the file.
-	if err := checkStore(db, mgr, *verify == "full", log); err != nil {
-		return err
+	if err := checkStore(db, mgr, f.verify == "full", log); err != nil {
+		return nil, nil, err
 	}
 	if err := startLog(db, logKey, log, stdout); err != nil {
-		return err
+		return nil, nil, err
 	}
 	tokens, err := loadTokens(db, admin, auditor, log, stdout)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := mgr.Resume(); err != nil {
-		return fmt.Errorf("resuming jobs: %w", err)
+		return nil, nil, fmt.Errorf("resuming jobs: %w", err)
 	}
-	ln, err := net.Listen("tcp", *addr)
+	return mgr, tokens, nil
+}
+
+// serve listens on --addr and serves the API until SIGINT or SIGTERM,
+// then shuts the HTTP server and the jobs down (they resume at the next
+// start).
+func (f *serverFlags) serve(mgr *job.Manager, tokens *api.Tokens, tlsCfg *tls.Config, log *slog.Logger) error {
+	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return err
 	}
 	// Bursts of twice the rate, at least one request.
-	burst := max(1, int(math.Ceil(2**deviceRate)))
-	srv := newHTTPServer(api.New(mgr, api.Config{Tokens: tokens, Logger: log, DeviceRate: *deviceRate, DeviceBurst: burst}), tlsCfg, log)
+	burst := max(1, int(math.Ceil(2*f.deviceRate)))
+	srv := newHTTPServer(api.New(mgr, api.Config{Tokens: tokens, Logger: log, DeviceRate: f.deviceRate, DeviceBurst: burst}), tlsCfg, log)
 	scheme := "http"
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", *dbPath, "data_dir", *dataDir,
-		"data_root", *dataRoot, "max_job_memory", int64(maxJobMemory), "max_running_jobs", *maxRunning)
+	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", f.dbPath, "data_dir", f.dataDir,
+		"data_root", f.dataRoot, "max_job_memory", int64(f.maxJobMemory), "max_running_jobs", f.maxRunning)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -18,10 +18,10 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
-	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 )
 
@@ -31,7 +31,7 @@ import (
 const deviceJob = `{
   "name": "devices-e2e",
   "model": "logreg",
-  "population": {"source": "devices", "clients": 5},
+  "population": {"source": "devices", "size": 5},
   "sampling": {"scheme": "fixed", "cohort_size": 5},
   "rounds": 1,
   "client": {"epochs": 1, "batch_size": 10, "lr": 0.1},
@@ -84,7 +84,7 @@ func TestParticipantsWithDropout(t *testing.T) {
 		p := &proc{save: filepath.Join(dir, "sent"), log: &syncLog{}}
 		// Half take the credential from the environment, half from
 		// --credential; device 0 names the job with --job.
-		args := []string{"participate", st.ID, "--server", s.addr, "--data", dir, "--save-inputs", p.save, "--poll", "50ms"}
+		args := []string{"participate", st.ID, "--server", s.addr, "--data-dir", dir, "--save-inputs", p.save, "--poll", "50ms"}
 		if i == 0 {
 			args[1] = "--job=" + st.ID
 		}
@@ -204,13 +204,13 @@ func TestParticipantsWithDropout(t *testing.T) {
 
 // enrollCLI enrolls a device for job id with 'dpfl-client devices enroll
 // --json' and the API token.
-func enrollCLI(t *testing.T, s *server, id string) job.Enrollment {
+func enrollCLI(t *testing.T, s *server, id string) types.Enrollment {
 	t.Helper()
 	out, err := exec.Command(clientBin, "devices", "enroll", id, "--json", "--server", s.addr, "--token", "tok").Output()
 	if err != nil {
 		t.Fatalf("devices enroll: %v\n%s", err, out)
 	}
-	var en job.Enrollment
+	var en types.Enrollment
 	if err := json.Unmarshal(out, &en); err != nil || en.DeviceID == "" || len(en.Credential) != 64 || en.JobID != id {
 		t.Fatalf("devices enroll printed %s (%v)", out, err)
 	}
@@ -243,7 +243,7 @@ func TestDeviceCredentialsAreScoped(t *testing.T) {
 	en := enrollCLI(t, s, a.ID)
 
 	participate := func(job, cred string) string {
-		cmd := exec.Command(clientBin, "participate", job, "--server", s.addr, "--data", dir, "--rounds", "1")
+		cmd := exec.Command(clientBin, "participate", job, "--server", s.addr, "--data-dir", dir, "--rounds", "1")
 		cmd.Env = append(os.Environ(), "DPFL_TOKEN=tok", "DPFL_DEVICE_CREDENTIAL="+cred)
 		out, err := cmd.CombinedOutput()
 		if err == nil {

@@ -1,18 +1,17 @@
 package data
 
 import (
-	"os"
 	"strconv"
 	"testing"
+
+	"github.com/dpfl/dpfl/internal/datatest"
 )
 
 func BenchmarkLoadFashionMNIST(b *testing.B) {
-	if _, err := os.Stat(DefaultFashionMNISTDir); err != nil {
-		b.Skipf("Fashion-MNIST not installed at %s (apt-get install dataset-fashion-mnist)", DefaultFashionMNISTDir)
-	}
+	dir := datatest.FashionMNIST(b)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := LoadFashionMNIST(DefaultFashionMNISTDir); err != nil {
+		if _, _, err := LoadFashionMNIST(dir); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -3,11 +3,12 @@ package data
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/dpfl/dpfl/internal/datatest"
 )
 
 func TestLoadFashionMNISTMissing(t *testing.T) {
@@ -33,10 +34,7 @@ func TestLoadFashionMNISTMissing(t *testing.T) {
 // zalandoresearch/fashion-mnist): 60,000 training and 10,000 test images of
 // 28×28, 10 classes, exactly 6,000 and 1,000 per class.
 func TestLoadFashionMNIST(t *testing.T) {
-	if _, err := os.Stat(DefaultFashionMNISTDir); err != nil {
-		t.Skipf("Fashion-MNIST not installed at %s (apt-get install dataset-fashion-mnist): %v", DefaultFashionMNISTDir, err)
-	}
-	train, test, err := LoadFashionMNIST(DefaultFashionMNISTDir)
+	train, test, err := LoadFashionMNIST(datatest.FashionMNIST(t))
 	if err != nil {
 		t.Fatal(err)
 	}
