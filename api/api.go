@@ -32,13 +32,16 @@
 //
 //	GET  /v1/jobs/:id/participate                the open round and its stage
 //	POST /v1/jobs/:id/participate/join           client ID, round token, model (once per device per attempt)
-//	POST /v1/jobs/:id/participate/advertise      secagg.AdvertiseMsg
-//	GET  /v1/jobs/:id/participate/keys           secagg.KeysMsg
-//	POST /v1/jobs/:id/participate/shares         secagg.ShareKeysMsg
-//	GET  /v1/jobs/:id/participate/shares         secagg.SharesMsg
-//	POST /v1/jobs/:id/participate/masked-input   secagg.MaskedInputMsg
-//	GET  /v1/jobs/:id/participate/unmask         secagg.UnmaskRequestMsg
+//	POST /v1/jobs/:id/participate/advertise_keys secagg.AdvertiseKeysMsg
+//	GET  /v1/jobs/:id/participate/share_keys     secagg.ShareKeysRequest
+//	POST /v1/jobs/:id/participate/share_keys     secagg.ShareKeysMsg
+//	GET  /v1/jobs/:id/participate/masked_input   secagg.MaskedInputRequest
+//	POST /v1/jobs/:id/participate/masked_input   secagg.MaskedInputMsg
+//	GET  /v1/jobs/:id/participate/unmask         secagg.UnmaskRequest
 //	POST /v1/jobs/:id/participate/unmask         secagg.UnmaskMsg
+//
+// The routes of the previous release (advertise, keys, shares,
+// masked-input) remain as deprecated aliases for one release.
 //
 // Request bodies are read strictly (package strictjson): exactly one JSON
 // object, no repeated or unknown key, nothing after it, within a size

@@ -101,7 +101,8 @@ type Claim struct {
 	Rounds      int `json:"rounds"`
 	Events      int `json:"events"`
 	ExtraEvents int `json:"extra_events"`
-	// PrivacyUnit is the shared budget the job is charged to, if any.
+	// PrivacyUnit is the shared budget (dp.budget) the job is charged to,
+	// if any; the published bundle format keeps the field's first name.
 	PrivacyUnit string `json:"privacy_unit,omitempty"`
 }
 

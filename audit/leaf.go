@@ -5,7 +5,7 @@
 // Every dpfl-server keeps one append-only Merkle log (RFC 6962 hashing, as
 // golang.org/x/mod/sumdb/tlog implements it) beside its privacy ledgers:
 // each charge of a DP event to a job's ledger, each round a job commits
-// (with the SHA-256 of the model it released) and each privacy unit
+// (with the SHA-256 of the model it released) and each shared budget
 // created is one leaf, appended in the same bbolt transaction as the
 // record it logs (package storage). After every append the server signs
 // the new tree head with its Ed25519 key as a note
@@ -42,14 +42,16 @@ const (
 	// KindCharge: a DP event charged (write-ahead) to a job's privacy
 	// ledger, before the round it covers produces any noisy output. It
 	// is the ledger entry itself: job, ledger Seq, Round, Time, Event,
-	// and Unit when the job is charged to a privacy unit too.
+	// and Unit when the job is charged to a shared budget (dp.budget) too.
 	KindCharge = "charge"
 	// KindRelease: a round committed, releasing the global model whose
 	// parameters hash to ModelSHA256. ChargeSeq is the ledger seq of the
 	// charge that covers it (0 for a job without DP).
 	KindRelease = "release"
-	// KindUnit: a privacy unit created with budget (EpsilonBudget,
-	// Delta).
+	// KindUnit: a shared budget (dp.budget) created with EpsilonBudget
+	// and Delta. Shared budgets were called privacy units when the log
+	// format was published; the kind and the Unit field keep that name so
+	// that logs already written verify unchanged.
 	KindUnit = "unit"
 )
 
@@ -81,8 +83,8 @@ type Leaf struct {
 	// Event is the charge's DP event, in dp_accounting's DpEvent JSON
 	// form (package accounting), exactly as the ledger holds it.
 	Event json.RawMessage `json:"event,omitempty"`
-	// Unit names the privacy unit a charge also counts against, or the
-	// unit a KindUnit leaf creates.
+	// Unit names the shared budget a charge also counts against, or the
+	// budget a KindUnit leaf creates.
 	Unit string `json:"unit,omitempty"`
 	// EpsilonBudget and Delta are a created unit's ε_max and δ.
 	EpsilonBudget float64 `json:"epsilon_budget,omitempty"`
