@@ -3,11 +3,11 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/dpfl/dpfl/internal/datatest"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -57,9 +57,7 @@ func newTestServer(t *testing.T) *testServer { return newTestServerWith(t, Confi
 // newTestServerWith is newTestServer with cfg's device rate limit.
 func newTestServerWith(t *testing.T, cfg Config) *testServer {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
+	datatest.FashionMNIST(t)
 	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dpfl/dpfl/internal/datatest"
 	"net"
 	"os"
 	"os/exec"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/api/client"
-	"github.com/dpfl/dpfl/fl/data"
 )
 
 // These tests run the real dpfl-server binary on a loopback port and drive
@@ -45,9 +45,7 @@ func TestMain(m *testing.M) {
 
 func needData(t *testing.T) {
 	t.Helper()
-	if _, err := os.Stat(filepath.Join(data.DefaultFashionMNISTDir, "train-images-idx3-ubyte.gz")); err != nil {
-		t.Skip("Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)")
-	}
+	datatest.FashionMNIST(t)
 }
 
 func freePort(t *testing.T) string {
