@@ -183,11 +183,7 @@ func TestCanariesReleaseNothingNew(t *testing.T) {
 	if e := withRep.EmpiricalEpsilon; e == nil || e.Estimate == nil {
 		t.Fatalf("ended job's audit %+v", e)
 	}
-	pj, err := m.Submit(plain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Wait(pj.ID)
+	pj := runToEnd(t, m, plain)
 	plainRep, err := m.Privacy(pj.ID)
 	if err != nil {
 		t.Fatal(err)

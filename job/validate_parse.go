@@ -58,12 +58,8 @@ func asError(errs []types.FieldError) error {
 	return &ValidationError{Field: errs[0].Field, Rule: errs[0].Message, All: errs}
 }
 
-// maxLabelLen bounds a job's name, a free-form label; maxKeyShown how
-// much of an unknown key an error repeats.
-const (
-	maxLabelLen = 128
-	maxKeyShown = 64
-)
+// maxLabelLen bounds a job's name, a free-form label.
+const maxLabelLen = 128
 
 // ParseSpec is DecodeSpec without its warnings.
 func ParseSpec(b []byte) (types.Spec, error) {
@@ -128,7 +124,7 @@ func checkKeys(e *fieldErrs, warnings *[]string, obj map[string]json.RawMessage,
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		p := joinPath(path, k)
+		p := strictjson.JoinPath(path, k)
 		f, ok := fieldByKey(t, k)
 		if !ok {
 			deprecatedKey(e, warnings, obj, p)
@@ -177,16 +173,4 @@ func fieldByKey(t reflect.Type, k string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
-}
-
-// joinPath appends key to a JSON path, cut to maxKeyShown bytes: the path
-// goes back in the error, and a hostile body's keys may be long.
-func joinPath(path, key string) string {
-	if len(key) > maxKeyShown {
-		key = strings.ToValidUTF8(key[:maxKeyShown], "") + "…"
-	}
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }

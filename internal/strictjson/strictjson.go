@@ -106,7 +106,7 @@ func Check(b []byte) error {
 			key, _ := tok.(string) // the decoder yields only strings here
 			f := fold(key)
 			if top.keys[f] {
-				return &Error{Path: join(top.path, key), Msg: "repeated key: each key may appear once in an object"}
+				return &Error{Path: JoinPath(top.path, key), Msg: "repeated key: each key may appear once in an object"}
 			}
 			top.keys[f] = true
 			top.key, top.wantKey = key, false
@@ -114,7 +114,7 @@ func Check(b []byte) error {
 		}
 		path := top.path
 		if top.object {
-			path = join(path, top.key)
+			path = JoinPath(path, top.key)
 			top.wantKey = true
 		} else {
 			if tok == json.Delim(']') {
@@ -145,7 +145,10 @@ func Check(b []byte) error {
 // maxKeyShown bounds how much of a key an error message repeats.
 const maxKeyShown = 64
 
-func join(path, key string) string {
+// JoinPath appends key to the dotted JSON path path ("" for the top
+// level), cut to maxKeyShown bytes: paths go back in error messages, and
+// a hostile body's keys may be long.
+func JoinPath(path, key string) string {
 	if len(key) > maxKeyShown {
 		key = strings.ToValidUTF8(key[:maxKeyShown], "") + "…"
 	}
