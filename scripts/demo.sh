@@ -42,6 +42,6 @@ for _ in $(seq 50); do
   sleep 0.2
 done
 echo "== dpfl-server on $DPFL_SERVER (db $work/dpfl.db); submitting $JOB"
-start=$(date +%s)
+start=$(date +%s.%N)
 bin/dpfl-client submit --file "$JOB" --watch
-echo "== wall time $(( $(date +%s) - start ))s"
+echo "== wall time $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')s"
