@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/dpfl/dpfl/accounting/pld"
 )
 
 // demoEvent is the round event of examples/demo-job.json: Poisson
@@ -60,6 +62,11 @@ func checkAgainstAccount(t *testing.T, name string, acc *Accountant, events []Ev
 	}
 	if d := sameReport(got, want); d != "" {
 		t.Fatalf("%s at δ=%g: Accountant differs from Account: %s", name, delta, d)
+	}
+	// The reference predates method names: Account's and Accountant's
+	// reports name PLDMethod alike.
+	if now.PLDMethod != PLDMethod || got.PLDMethod != PLDMethod {
+		t.Fatalf("%s at δ=%g: PLD methods %q (Account), %q (Accountant)", name, delta, now.PLDMethod, got.PLDMethod)
 	}
 	return got
 }
@@ -382,39 +389,52 @@ func TestPoissonWalkCopies(t *testing.T) {
 }
 
 // BenchmarkAccountantRound is the accounting of one round of a job's
-// ledger at round T of the demo event (δ = 1e-5): compose the round's
-// event, then the write-ahead budget check for round T+1 (EpsilonWith),
-// whose Report becomes round T+1's ε (ledgerState.append). Iteration i
-// runs round T + i mod 64 from an accountant holding that many events
-// (Compose(e, n) costs the same as n Compose(e, 1) calls' state, not
-// their time) with pldCache emptied, so every iteration computes a PLD
-// at a count near T, as each round of a running job does, and the
-// ledger does not drift past T as b.N grows. "account" is the same round
-// before Accountant: Account over the whole ledger plus the next event
-// (refAccount, the frozen copy, without caches).
+// ledger at round T (δ = 1e-5): compose the round's event, then the
+// write-ahead budget check for round T+1 (EpsilonWith), whose Report
+// becomes round T+1's ε (ledgerState.append). Iteration i runs round
+// T + i mod 64 from an accountant holding that many events (Compose(e, n)
+// costs the same as n Compose(e, 1) calls' state, not their time) with
+// pldCache emptied, so every iteration computes a PLD at a new count near
+// T, as each round of a running job does, and the ledger does not drift
+// past T as b.N grows; pld's own grids and spectra stay warm, as they do
+// for a running job.
+//
+//   - pld: the demo event (Poisson q = 0.02, z = 1), where both
+//     accountants run;
+//   - rdp: a fixed-cohort event (SampledWithoutReplacement), RDP only;
+//   - account: Account over the whole ledger plus the next event, what an
+//     auditor's recomputation costs (mostly MarshalEvent of each event),
+//     with pld warm; pld.BenchmarkEpsilonPoissonGaussian has its cold
+//     cost.
 func BenchmarkAccountantRound(b *testing.B) {
 	const delta = 1e-5
-	for _, T := range []int{100, 1000, 10000} {
-		b.Run(fmt.Sprintf("accountant/T=%d", T), func(b *testing.B) {
-			var rep Report
-			i := 0
-			for b.Loop() {
-				b.StopTimer()
-				pldCache.mu.Lock()
-				pldCache.m = nil
-				pldCache.mu.Unlock()
-				acc := NewAccountant()
-				acc.Compose(demoEvent, T+i%64)
-				i++
-				b.StartTimer()
-				acc.Compose(demoEvent, 1)
-				var err error
-				if rep, err = acc.EpsilonWith(demoEvent, 1, delta); err != nil {
-					b.Fatal(err)
+	wor := SampledWithoutReplacement{SourceDatasetSize: 6000, SampleSize: 120, Event: Gaussian{NoiseMultiplier: 1}}
+	for _, T := range []int{300, 1000, 10000} {
+		for _, c := range []struct {
+			name string
+			e    Event
+		}{{"pld", demoEvent}, {"rdp", wor}} {
+			b.Run(fmt.Sprintf("%s/T=%d", c.name, T), func(b *testing.B) {
+				var rep Report
+				i := 0
+				for b.Loop() {
+					b.StopTimer()
+					pldCache.mu.Lock()
+					pldCache.m = nil
+					pldCache.mu.Unlock()
+					acc := NewAccountant()
+					acc.Compose(c.e, T+i%64)
+					i++
+					b.StartTimer()
+					acc.Compose(c.e, 1)
+					var err error
+					if rep, err = acc.EpsilonWith(c.e, 1, delta); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.ReportMetric(rep.Epsilon(), "ε")
-		})
+				b.ReportMetric(rep.Epsilon(), "ε")
+			})
+		}
 		b.Run(fmt.Sprintf("account/T=%d", T), func(b *testing.B) {
 			events := make([]Event, T+66)
 			for i := range events {
@@ -423,10 +443,15 @@ func BenchmarkAccountantRound(b *testing.B) {
 			var rep Report
 			i := 0
 			for b.Loop() {
+				b.StopTimer()
+				pldCache.mu.Lock()
+				pldCache.m = nil
+				pldCache.mu.Unlock()
+				b.StartTimer()
 				n := T + 1 + i%64
 				i++
 				var err error
-				if rep, err = refAccount(events[:n+1], delta); err != nil {
+				if rep, err = Account(events[:n+1], delta); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -435,24 +460,11 @@ func BenchmarkAccountantRound(b *testing.B) {
 	}
 }
 
-// BenchmarkAccountantRoundRDP is BenchmarkAccountantRound for an event
-// the PLD accountant does not cover (sampling without replacement, a
-// fixed cohort), and for the demo event with the PLD at T+1 already
-// known (the unit and privacy report's case): what a round costs beside
-// a new PLD.
+// BenchmarkAccountantRoundRDP is the RDP part alone at T = 10,000:
+// "pld-known" repeats a count whose PLD is in pldCache, so only RDP and
+// the report are computed.
 func BenchmarkAccountantRoundRDP(b *testing.B) {
 	const T, delta = 10000, 1e-5
-	wor := SampledWithoutReplacement{SourceDatasetSize: 6000, SampleSize: 120, Event: Gaussian{NoiseMultiplier: 1}}
-	b.Run(fmt.Sprintf("wor/T=%d", T), func(b *testing.B) {
-		acc := NewAccountant()
-		acc.Compose(wor, T)
-		for b.Loop() {
-			acc.Compose(wor, 1)
-			if _, err := acc.EpsilonWith(wor, 1, delta); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
 	b.Run(fmt.Sprintf("pld-known/T=%d", T), func(b *testing.B) {
 		acc := NewAccountant()
 		acc.Compose(demoEvent, T)
@@ -463,17 +475,62 @@ func BenchmarkAccountantRoundRDP(b *testing.B) {
 			}
 		}
 	})
-	b.Run(fmt.Sprintf("wor-account/T=%d", T), func(b *testing.B) {
-		events := make([]Event, T)
-		for i := range events {
-			events[i] = wor
+}
+
+// TestAccountantMonotone composes the demo event round by round to 1,100
+// rounds, across the PLD grid's changes at powers of two, and checks that
+// ε never decreases: a composition of more releases can be
+// post-processed into one of fewer.
+func TestAccountantMonotone(t *testing.T) {
+	acc := NewAccountant()
+	prev := 0.0
+	for T := 1; T <= 1100; T++ {
+		acc.Compose(demoEvent, 1)
+		rep, err := acc.Epsilon(1e-5)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for b.Loop() {
-			if _, err := refAccount(append(events[:T:T], wor), delta); err != nil {
-				b.Fatal(err)
-			}
+		if rep.Epsilon() < prev || !rep.PLD.Valid {
+			t.Fatalf("T=%d: ε = %.17g below ε(T−1) = %.17g", T, rep.Epsilon(), prev)
 		}
-	})
+		prev = rep.Epsilon()
+	}
+}
+
+// TestAccountMethod checks that AccountMethod's PLD estimate is the named
+// method's function, bit for bit, and names it; that Account is
+// AccountMethod with PLDMethod; and that an unknown method is an error.
+func TestAccountMethod(t *testing.T) {
+	ledger := []Event{SelfComposed{Event: demoEvent, Count: 299}, demoEvent}
+	for _, c := range []struct {
+		method string
+		fn     func(q, z float64, n int, delta float64) (float64, error)
+	}{{PLDMethodV1, pld.EpsilonPoissonGaussianV1}, {PLDMethodV2, pld.EpsilonPoissonGaussian}} {
+		rep, err := AccountMethod(ledger, 1e-5, c.method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := c.fn(0.02, 1, 300, 1e-5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.PLD.Valid || math.Float64bits(*rep.PLD.Epsilon) != math.Float64bits(want) || rep.PLDMethod != c.method {
+			t.Errorf("%s: PLD estimate %+v (%s), want ε = %.17g", c.method, rep.PLD, rep.PLDMethod, want)
+		}
+		// Both are upper bounds near the limit: the demo's published
+		// 2.200 (README of commit 671ea47), and the Best is PLD.
+		if rep.Best.Accountant != "pld" || math.Abs(want-2.2) > 0.0005 {
+			t.Errorf("%s: demo ε = %v (%s), published 2.200 (pld)", c.method, want, rep.Best.Accountant)
+		}
+	}
+	a, _ := Account(ledger, 1e-5)
+	b, _ := AccountMethod(ledger, 1e-5, PLDMethod)
+	if d := sameReport(a, b); d != "" || a.PLDMethod != PLDMethod || b.PLDMethod != PLDMethod {
+		t.Errorf("Account differs from AccountMethod(PLDMethod): %s (methods %q, %q)", d, a.PLDMethod, b.PLDMethod)
+	}
+	if _, err := AccountMethod(ledger, 1e-5, "pld/0"); err == nil {
+		t.Error("unknown method: no error")
+	}
 }
 
 // TestAccountantFitsWith checks FitsWith against EpsilonWith's ε for

@@ -21,6 +21,31 @@ type Estimate struct {
 	Note string `json:"note,omitempty"`
 }
 
+// The PLD algorithms that have computed reported ε, by the names
+// Report.PLDMethod and audit claims carry. A verifier recomputes a claim
+// with the method it names; a claim from before the names existed was
+// computed by PLDMethodV1. Both give proven upper bounds (pessimistic
+// discretization, truncated mass counted against δ), differing by the
+// order of 0.01% of ε.
+const (
+	// PLDMethodV1 is pld.EpsilonPoissonGaussianV1: a grid refined for
+	// each count of rounds (dpfl's reports before PLDMethodV2).
+	PLDMethodV1 = "pld/1"
+	// PLDMethodV2 is pld.EpsilonPoissonGaussian: one grid per doubling
+	// of the count, the n-fold composition as a product of cached
+	// spectral powers, and a floor at earlier epochs' last counts, so a
+	// ledger's next round costs one inverse FFT.
+	PLDMethodV2 = "pld/2"
+	// PLDMethod is the method Account and Accountant use.
+	PLDMethod = PLDMethodV2
+)
+
+// pldMethods maps each method name to its function.
+var pldMethods = map[string]func(q, z float64, steps int, delta float64) (float64, error){
+	PLDMethodV1: pld.EpsilonPoissonGaussianV1,
+	PLDMethodV2: pld.EpsilonPoissonGaussian,
+}
+
 // Report is ε at δ under both accountants, and the tighter valid one.
 type Report struct {
 	Delta float64  `json:"delta"`
@@ -29,6 +54,12 @@ type Report struct {
 	// Best is the smaller valid ε of the two: both are upper bounds on the
 	// true ε, so the smaller is the better bound.
 	Best Estimate `json:"best"`
+	// PLDMethod names the algorithm of the PLD estimate (PLDMethod, or
+	// the one given to AccountMethod); RDP's has not changed and has no
+	// name. Two builds that report the same method compute the same
+	// number from the same events, up to floating-point differences
+	// between machines.
+	PLDMethod string `json:"pld_method,omitempty"`
 }
 
 // Epsilon is Best's ε, +Inf when no accountant gives a finite bound.
@@ -48,9 +79,27 @@ func (r Report) Epsilon() float64 {
 // an infinite result), it is marked invalid with a note and Best falls
 // back to RDP.
 //
+// The PLD estimate is computed by PLDMethod (see AccountMethod).
 // Accountant computes the same Report incrementally, round by round.
+//
+// Its cost is one MarshalEvent per event (grouping identical events: about
+// 20 ms for 10,000 events on one core of an AMD EPYC, Zen 3), the RDP
+// curve of each distinct event (cached), and one PLD evaluation: under a
+// millisecond at 10,000 rounds once the grid is built, about 15 ms from
+// cold (pld.EpsilonPoissonGaussian; BenchmarkAccountantRound "account").
 func Account(events []Event, delta float64) (Report, error) {
-	rep := Report{Delta: delta, RDP: Estimate{Accountant: "rdp"}, PLD: Estimate{Accountant: "pld"}}
+	return AccountMethod(events, delta, PLDMethod)
+}
+
+// AccountMethod is Account with the PLD estimate computed by the named
+// method (PLDMethodV1 or PLDMethodV2): the way to recompute, bit for bit,
+// a report that a server running that method produced. An unknown method
+// is an error.
+func AccountMethod(events []Event, delta float64, method string) (Report, error) {
+	rep := Report{Delta: delta, RDP: Estimate{Accountant: "rdp"}, PLD: Estimate{Accountant: "pld"}, PLDMethod: method}
+	if _, ok := pldMethods[method]; !ok {
+		return rep, fmt.Errorf("accounting: unknown PLD method %q (this build knows %q and %q)", method, PLDMethodV1, PLDMethodV2)
+	}
 	if !(delta > 0 && delta < 1) {
 		return rep, fmt.Errorf("accounting: δ must be in (0, 1), got %v", delta)
 	}
@@ -62,13 +111,14 @@ func Account(events []Event, delta float64) (Report, error) {
 	for _, e := range events {
 		w.add(e)
 	}
-	return finish(rep, r, w)
+	return finish(rep, r, w, method)
 }
 
 // finish completes rep (δ checked, accountant names set) from the RDP of
-// the events in r and their homogeneity scan w: both estimates, then Best.
-// Account and Accountant share it, so the two give the same Report.
-func finish(rep Report, r *RDPAccountant, w poissonWalk) (Report, error) {
+// the events in r and their homogeneity scan w: both estimates, the PLD
+// one by method (a key of pldMethods), then Best. Account and Accountant
+// share it, so the two give the same Report.
+func finish(rep Report, r *RDPAccountant, w poissonWalk, method string) (Report, error) {
 	delta := rep.Delta
 	eps, order, err := r.Epsilon(delta)
 	if err != nil {
@@ -90,7 +140,7 @@ func finish(rep Report, r *RDPAccountant, w poissonWalk) (Report, error) {
 		zero := 0.0
 		rep.PLD.Valid, rep.PLD.Epsilon = true, &zero
 	default:
-		e, err := pldEpsilon(w.q, w.z, w.n, delta)
+		e, err := pldEpsilon(method, w.q, w.z, w.n, delta)
 		if err != nil || math.IsInf(e, 0) || math.IsNaN(e) {
 			rep.PLD.Note = fmt.Sprintf("PLD accountant could not certify a finite ε (%v); RDP used", err)
 		} else {
@@ -105,39 +155,40 @@ func finish(rep Report, r *RDPAccountant, w poissonWalk) (Report, error) {
 	return rep, nil
 }
 
-// pldKey is the input of one pld.EpsilonPoissonGaussian call.
+// pldKey is the input of one PLD method's call.
 type pldKey struct {
-	q, z  float64
-	n     int
-	delta float64
+	method string
+	q, z   float64
+	n      int
+	delta  float64
 }
 
-// pldResult is the output of one pld.EpsilonPoissonGaussian call.
+// pldResult is the output of one PLD method's call.
 type pldResult struct {
 	eps float64
 	err error
 }
 
-// pldCache holds the latest pld.EpsilonPoissonGaussian results, at most
-// pldCacheSize (it starts over when full). The function is deterministic
-// (no randomness, no concurrency, a fixed FFT), so a cached result is the
-// result, bit for bit: a job's ledger asks for round T+1 to check its
-// budget, then for the same T+1 as its ε; its unit and its privacy report
-// ask again. Safe for concurrent use.
+// pldCache holds the latest PLD results, at most pldCacheSize (it starts
+// over when full). The methods are deterministic (no randomness; their
+// own caches hold values computed the same way whoever asked first), so
+// a cached result is the result, bit for bit: a job's ledger asks for
+// round T+1 to check its budget, then for the same T+1 as its ε; its
+// unit and its privacy report ask again. Safe for concurrent use.
 var pldCache = memo[pldKey, pldResult]{max: pldCacheSize}
 
-// pldCacheSize bounds pldCache. Entries are 48 bytes; 4096 of them cover
-// the current and next round of thousands of concurrent jobs.
+// pldCacheSize bounds pldCache. Entries are about 64 bytes; 4096 of them
+// cover the current and next round of thousands of concurrent jobs.
 const pldCacheSize = 4096
 
-// pldEpsilon is pld.EpsilonPoissonGaussian(q, z, n, delta) through
-// pldCache.
-func pldEpsilon(q, z float64, n int, delta float64) (float64, error) {
-	k := pldKey{q, z, n, delta}
+// pldEpsilon is method's function (pldMethods) at (q, z, n, delta)
+// through pldCache.
+func pldEpsilon(method string, q, z float64, n int, delta float64) (float64, error) {
+	k := pldKey{method, q, z, n, delta}
 	if r, ok := pldCache.get(k); ok {
 		return r.eps, r.err
 	}
-	eps, err := pld.EpsilonPoissonGaussian(q, z, n, delta)
+	eps, err := pldMethods[method](q, z, n, delta)
 	pldCache.put(k, pldResult{eps, err})
 	return eps, err
 }

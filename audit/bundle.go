@@ -104,6 +104,11 @@ type Claim struct {
 	// PrivacyUnit is the shared budget (dp.budget) the job is charged to,
 	// if any; the published bundle format keeps the field's first name.
 	PrivacyUnit string `json:"privacy_unit,omitempty"`
+	// PLDMethod names the PLD algorithm the server's ε came from
+	// (accounting.PLDMethod, e.g. "pld/2"); Verify recomputes with it.
+	// Bundles from servers before the field existed omit it, and their
+	// figures are method accounting.PLDMethodV1.
+	PLDMethod string `json:"pld_method,omitempty"`
 }
 
 // ModelCertificate ties a released model to the log: the privacy
@@ -124,6 +129,9 @@ type ModelCertificate struct {
 	Adjacency  string   `json:"adjacency,omitempty"`
 	Accountant string   `json:"accountant,omitempty"`
 	ChargeSeq  uint64   `json:"charge_seq,omitempty"`
+	// PLDMethod names the PLD algorithm of Epsilon, as in Claim (absent:
+	// accounting.PLDMethodV1).
+	PLDMethod string `json:"pld_method,omitempty"`
 	// ModelSHA256 is ModelHash of the model's parameters.
 	ModelSHA256 string `json:"model_sha256"`
 	// LogSize and LogRoot are the checkpoint's tree head; Checkpoint is

@@ -121,7 +121,7 @@ func syntheticBundle(t testing.TB) ([]byte, string) {
 	}
 	b := audit.Bundle{Format: audit.BundleFormat, Job: "j", Spec: string(j.Config), PublicKey: vkey, Checkpoint: head.Checkpoint,
 		Claim: audit.Claim{Private: true, Epsilon: rep.Best.Epsilon, Accountant: rep.Best.Accountant, Delta: 1e-5, Adjacency: "add_remove",
-			Rounds: 2, Events: 3, ExtraEvents: 1}}
+			Rounds: 2, Events: 3, ExtraEvents: 1, PLDMethod: accounting.PLDMethod}}
 	for _, e := range entries {
 		b.Entries = append(b.Entries, audit.Entry{Index: e.Index, Leaf: string(e.Leaf), Proof: e.Proof})
 	}
@@ -166,4 +166,37 @@ func FuzzVerifyBundle(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A claim is recomputed with the PLD method it names: the current one,
+// or, for a bundle from a server before methods were named (no
+// pld_method), "pld/1", whose figures such a server reported; a method
+// this verifier does not know is refused by name.
+func TestVerifyPLDMethods(t *testing.T) {
+	raw, vkey := syntheticBundle(t)
+	ev := accounting.PoissonSampled{SamplingProbability: 0.1, Event: accounting.Gaussian{NoiseMultiplier: 1}}
+	events := []accounting.Event{ev, ev, ev}
+	for _, tc := range []struct{ named, method string }{{accounting.PLDMethod, accounting.PLDMethod}, {"", accounting.PLDMethodV1}} {
+		b, err := audit.ReadBundle(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := accounting.AccountMethod(events, 1e-5, tc.method)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Claim.PLDMethod, b.Claim.Epsilon, b.Claim.PLDEpsilon = tc.named, rep.Best.Epsilon, rep.PLD.Epsilon
+		res, err := audit.Verify(b, audit.Options{Key: vkey})
+		if err != nil {
+			t.Fatalf("claim naming %q: %v", tc.named, err)
+		}
+		if res.Recomputed.PLDMethod != tc.method || res.Recomputed.Epsilon() != *rep.Best.Epsilon {
+			t.Errorf("claim naming %q: recomputed by %q, ε = %v; want %q, %v", tc.named, res.Recomputed.PLDMethod, res.Recomputed.Epsilon(), tc.method, *rep.Best.Epsilon)
+		}
+	}
+	b, _ := audit.ReadBundle(raw)
+	b.Claim.PLDMethod = "pld/9"
+	if _, err := audit.Verify(b, audit.Options{Key: vkey}); err == nil || !strings.Contains(err.Error(), `"pld/9"`) {
+		t.Errorf("unknown method: %v", err)
+	}
 }

@@ -15,12 +15,12 @@ import (
 // EpsilonTolerance is the relative slack Verify allows a claimed ε below
 // the recomputed bound: a claim passes if claim ≥ bound·(1 − 1e-6).
 // Verify runs the same accountants as the server (package accounting:
-// RDP, and PLD with pessimistic discretization at interval 1e-4), so an
-// honest claim equals the recomputed bound up to floating-point
-// differences between builds and machines (FFT summation order, fused
-// multiply-add), which are around 1e-12 relative. The slack is far below
-// what one step of the PLD discretization moves ε (about 1e-4), so a
-// claim trimmed by even one step fails.
+// RDP, and PLD with pessimistic discretization by the method the claim
+// names, pldMethod), so an honest claim equals the recomputed bound up
+// to floating-point differences between builds and machines (FFT
+// summation order, fused multiply-add), which are around 1e-12 relative.
+// The slack is far below what one step of the PLD discretization moves ε
+// (about 1e-4), so a claim trimmed by even one step fails.
 const EpsilonTolerance = 1e-6
 
 // Options configure Verify.
@@ -67,7 +67,8 @@ type Result struct {
 	Unit    string
 	// AccountingDelta is the δ ε was recomputed at (dp.delta −
 	// dp.abort_delta of the spec); Recomputed holds both accountants'
-	// ε over the logged charges (nil without charges).
+	// ε over the logged charges (nil without charges), the PLD one by
+	// the claim's method (Recomputed.PLDMethod).
 	AccountingDelta float64
 	Recomputed      *accounting.Report
 	// Claim is the bundle's claim, now checked.
@@ -148,8 +149,11 @@ type parsed struct {
 //  7. the claim: rounds, events and extra events as logged; δ, abort δ,
 //     adjacency and budget as the spec has them; and its ε (and each
 //     accountant's) not below ε recomputed over the logged charges with
-//     both accountants at the spec's δ − abort δ (EpsilonTolerance);
-//  8. with opt.Model, the model's hash against its round's release.
+//     both accountants at the spec's δ − abort δ (EpsilonTolerance), the
+//     PLD one by the method the claim names (pldMethod: none named is
+//     "pld/1", the only method before names);
+//  8. with opt.Model, the model's hash against its round's release, and
+//     a certificate's ε against its recomputation by its method.
 func Verify(b *Bundle, opt Options) (*Result, error) {
 	res := &Result{Job: b.Job, Claim: b.Claim}
 	if b.Format != BundleFormat {
@@ -445,7 +449,11 @@ func checkClaim(c Claim, spec specFields, events []accounting.Event, res *Result
 		}
 		return nil
 	}
-	rep, err := accounting.Account(events, res.AccountingDelta)
+	method, err := pldMethod(c.PLDMethod, "claim")
+	if err != nil {
+		return err
+	}
+	rep, err := accounting.AccountMethod(events, res.AccountingDelta, method)
 	if err != nil {
 		return fmt.Errorf("recomputing ε at δ = %g: %w", res.AccountingDelta, err)
 	}
@@ -470,6 +478,25 @@ func checkClaim(c Claim, spec specFields, events []accounting.Event, res *Result
 		res.Warnings = append(res.Warnings, fmt.Sprintf("the claimed ε = %.6g is above the recomputed bound %.6g: valid, but looser than it need be", *c.Epsilon, bound))
 	}
 	return nil
+}
+
+// pldMethod returns the PLD method to recompute a figure with: the one
+// its record names, or accounting.PLDMethodV1 for a record from before
+// methods were named (every server then ran it). Both methods give proven
+// upper bounds, so a figure at or above either one's recomputation is a
+// valid bound; recomputing with the figure's own method is what lets the
+// comparison be exact (EpsilonTolerance) rather than loose by the
+// methods' difference (about 1e-4 of ε). A method this verifier does not
+// know is an error naming it: recompute with a newer dpfl, or
+// independently (docs/audit_bundle.py). what names the record.
+func pldMethod(named, what string) (string, error) {
+	switch named {
+	case "":
+		return accounting.PLDMethodV1, nil
+	case accounting.PLDMethodV1, accounting.PLDMethodV2:
+		return named, nil
+	}
+	return "", fmt.Errorf("%s: ε computed by PLD method %q, which this verifier does not know (it knows %q and %q): verify with a newer dpfl-client", what, named, accounting.PLDMethodV1, accounting.PLDMethodV2)
 }
 
 // below reports whether a claimed ε is below bound beyond EpsilonTolerance.
@@ -512,15 +539,25 @@ func checkModel(m *ModelFile, entries []parsed, events []accounting.Event, key s
 		return fmt.Errorf("model: the file's %d parameters hash to %s, but the log's release of round %d records %s: this is not the released model", len(m.Params), h, m.Round, rel.leaf.ModelSHA256)
 	}
 	res.ModelRound = m.Round
+	c := m.Certificate
 	if res.Private {
-		rep, err := accounting.Account(events[:rel.leaf.ChargeSeq], res.AccountingDelta)
+		// The certificate's ε is recomputed by its own method; without a
+		// certificate, by the claim's (one server made both).
+		named, what := res.Claim.PLDMethod, "claim"
+		if c != nil {
+			named, what = c.PLDMethod, "model certificate"
+		}
+		method, err := pldMethod(named, what)
+		if err != nil {
+			return err
+		}
+		rep, err := accounting.AccountMethod(events[:rel.leaf.ChargeSeq], res.AccountingDelta, method)
 		if err != nil {
 			return fmt.Errorf("model: recomputing its ε: %w", err)
 		}
 		e := rep.Epsilon()
 		res.ModelEpsilon = &e
 	}
-	c := m.Certificate
 	if c == nil {
 		return nil
 	}

@@ -224,7 +224,7 @@ func wireLedger(entries []storage.LedgerEntry) []types.LedgerEntry {
 
 // wireAccounting is an accounting report as the API shows it.
 func wireAccounting(r accounting.Report) *types.AccountingReport {
-	return &types.AccountingReport{Delta: r.Delta, RDP: types.Estimate(r.RDP), PLD: types.Estimate(r.PLD), Best: types.Estimate(r.Best)}
+	return &types.AccountingReport{Delta: r.Delta, RDP: types.Estimate(r.RDP), PLD: types.Estimate(r.PLD), Best: types.Estimate(r.Best), PLDMethod: r.PLDMethod}
 }
 
 // wireMetrics, wireClientMetrics and wireSecAgg are fl's round statistics

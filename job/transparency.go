@@ -132,7 +132,7 @@ func claimOf(rep types.PrivacyReport, spec types.Spec) audit.Claim {
 		Adjacency: rep.Adjacency, Rounds: rep.Rounds, Events: len(rep.Events), ExtraEvents: rep.ExtraEvents,
 	}
 	if rep.Private {
-		c.PrivacyUnit = spec.DP.Budget
+		c.PrivacyUnit, c.PLDMethod = spec.DP.Budget, accounting.PLDMethod
 	}
 	if a := rep.Accounting; a != nil {
 		if a.RDP.Valid {
@@ -185,6 +185,6 @@ func (m *Manager) modelCertificate(id string, spec types.Spec, round int) (*audi
 	if err != nil {
 		return nil, err
 	}
-	c.Epsilon, c.Accountant = rep.Best.Epsilon, rep.Best.Accountant
+	c.Epsilon, c.Accountant, c.PLDMethod = rep.Best.Epsilon, rep.Best.Accountant, rep.PLDMethod
 	return c, nil
 }

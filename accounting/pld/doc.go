@@ -65,6 +65,18 @@
 // around the circular convolution to larger losses, which again only
 // increases δ.
 //
+// # Many counts of one mechanism
+//
+// EpsilonPoissonGaussian (method "pld/2") answers ε for n = 1, 2, 3, … at
+// a cost per count that does not grow with n's predecessors: one grid per
+// doubling of n, the n-fold composition as a product of cached spectral
+// powers S^(2^k) on a Chernoff-sized circular window (the same pessimistic
+// rules as above), one inverse FFT per count (a radix-4/radix-3 real FFT
+// of its own, fft.go), and the maximum with earlier epochs' last counts so
+// that ε never decreases in n. EpsilonPoissonGaussianV1 (method "pld/1")
+// refines a grid for each n separately, as dpfl did before; it is kept so
+// that reports made with it can be recomputed exactly.
+//
 // # What is and is not rigorous
 //
 // Every approximation above moves privacy loss upward, so in exact

@@ -23,12 +23,21 @@ const (
 	refineBins = 1 << 20
 )
 
-// EpsilonPoissonGaussian returns an upper bound on the smallest ε such that
+// EpsilonPoissonGaussianV1 is the PLD algorithm of method "pld/1", the
+// one dpfl reported ε with before "pld/2" (EpsilonPoissonGaussian). It is
+// kept, unchanged, so that a verifier can recompute a figure that a
+// server running it reported (accounting.AccountMethod); new figures come
+// from EpsilonPoissonGaussian.
+//
+// It returns an upper bound on the smallest ε such that
 // steps compositions of the Poisson-subsampled Gaussian mechanism (sampling
 // rate q, noise multiplier z, sensitivity 1, add/remove adjacency) are
 // (ε, delta)-DP, computed with PoissonGaussian, SelfCompose and Epsilon.
 //
-// The interval h is chosen adaptively. A first h is set from the per-step
+// The interval h is chosen adaptively for each steps, which is what makes
+// it unsuited to a ledger that grows by one round at a time: the grid of n
+// rounds is not the grid of n+1, so nothing computed for one count serves
+// the next. A first h is set from the per-step
 // mean μ and variance v of the privacy loss (numerical quadrature) so that
 // the predicted connect-the-dots error, ≈ h²/12 per step in the mean plus
 // the effect of ≈ h²/6 extra variance per step (Doroshenko et al. 2022,
@@ -44,18 +53,9 @@ const (
 // steps = 0 gives 0. It returns an error if q ∉ (0, 1], z is not finite and
 // > 0, steps < 0, or delta ∉ (0, 1), and ε = +Inf if delta is below the
 // pessimistic tail mass (about 1e-16 per composition).
-func EpsilonPoissonGaussian(q, z float64, steps int, delta float64) (eps float64, err error) {
-	if !(q > 0 && q <= 1) {
-		return 0, fmt.Errorf("pld: sampling rate q = %v not in (0, 1]", q)
-	}
-	if !(z > 0) || math.IsInf(z, 0) {
-		return 0, fmt.Errorf("pld: noise multiplier %v is not finite and > 0", z)
-	}
-	if steps < 0 {
-		return 0, fmt.Errorf("pld: negative number of steps %d", steps)
-	}
-	if !(delta > 0 && delta < 1) {
-		return 0, fmt.Errorf("pld: delta %v not in (0, 1)", delta)
+func EpsilonPoissonGaussianV1(q, z float64, steps int, delta float64) (eps float64, err error) {
+	if err := checkArgs(q, z, steps, delta); err != nil {
+		return 0, err
 	}
 	if steps == 0 {
 		return 0, nil
@@ -87,6 +87,22 @@ func EpsilonPoissonGaussian(q, z float64, steps int, delta float64) (eps float64
 	return best, nil
 }
 
+// checkArgs returns the error of EpsilonPoissonGaussian and
+// EpsilonPoissonGaussianV1 for arguments outside their domain.
+func checkArgs(q, z float64, steps int, delta float64) error {
+	switch {
+	case !(q > 0 && q <= 1):
+		return fmt.Errorf("pld: sampling rate q = %v not in (0, 1]", q)
+	case !(z > 0) || math.IsInf(z, 0):
+		return fmt.Errorf("pld: noise multiplier %v is not finite and > 0", z)
+	case steps < 0:
+		return fmt.Errorf("pld: negative number of steps %d", steps)
+	case !(delta > 0 && delta < 1):
+		return fmt.Errorf("pld: delta %v not in (0, 1)", delta)
+	}
+	return nil
+}
+
 // epsilonAt computes ε(delta) on the grid of interval h.
 func epsilonAt(q, z float64, steps int, delta, h float64) (float64, error) {
 	p, err := PoissonGaussian(q, z, h)
@@ -99,8 +115,9 @@ func epsilonAt(q, z float64, steps int, delta, h float64) (float64, error) {
 	return p.Epsilon(delta)
 }
 
-// startInterval returns the first guess of h (see EpsilonPoissonGaussian),
-// using the worse of the two directions.
+// startInterval returns the first guess of h (see
+// EpsilonPoissonGaussianV1; EpsilonPoissonGaussian uses it at each
+// epoch's last count), using the worse of the two directions.
 func startInterval(q, z float64, steps int, delta float64) float64 {
 	mu, v := worseMoments(q, z)
 	n := float64(steps)

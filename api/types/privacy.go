@@ -215,4 +215,8 @@ type AccountingReport struct {
 	// Best is the smaller valid ε of the two: both are upper bounds on
 	// the true ε, so the smaller is the better bound.
 	Best Estimate `json:"best"`
+	// PLDMethod names the algorithm that computed PLD (accounting.PLDMethod,
+	// e.g. "pld/2"; docs/privacy.md, "Method names"), so that an auditor
+	// recomputes the figure with the same one.
+	PLDMethod string `json:"pld_method,omitempty"`
 }
