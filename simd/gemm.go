@@ -27,16 +27,21 @@ import (
 // multiply-adds, per element error ≤ γ_{k+4}·Σ|a·b| plus two roundings for
 // alpha and beta (Higham §3.1), and no element of A is skipped, so 0·Inf
 // or 0·NaN gives NaN. On a CPU with AVX2 and FMA but not AVX-512 (or with
-// DPFL_SIMD=avx2) they run on the AVX2 kernel of gemm_avx2_amd64_simd.go
-// (5×16 tiles of C over packed panels; medians of ≈27–48 GFLOP/s, best
-// runs ≈40–65, on one Zen 3 core under KVM at the MLP's and the CNN's
-// large shapes, ≈25–40% of its ≈115 GFLOP/s FMA peak, against ≈8–14 for
-// gonum there), with the
-// same NaN behaviour and per element error ≤ γ_{k+1}·Σ|a·b| plus
-// ⌈k/96⌉+1 roundings of beta·C. It takes a packing buffer (≈460 KiB) from
-// a sync.Pool per call. Otherwise (the plain build, a CPU without AVX2,
-// DPFL_SIMD=generic, TT, and on the AVX2 path NT with n ≤ 16, where gonum
-// was faster) the products are delegated to gonum's Sgemm
+// DPFL_SIMD=avx2) they run on the AVX2 + FMA assembly kernel of
+// sgemm_amd64.go and sgemm_kernel_amd64.s (5×16 tiles of C, one VFMADD231PS
+// per accumulator and step, operands read in place but for Bᵀ; ≈75–82
+// GFLOP/s at the MLP's NN/TN and the CNN's large shapes on one Zen 3 core
+// under KVM, ≈70% of its ≈110 GFLOP/s FMA peak; docs/performance.md), in
+// both builds, with the same NaN behaviour, per element error ≤
+// γ_{k+nb}·Σ|alpha·a·b| + γ_{nb}·|beta·c| for nb = ⌈k/256⌉ k blocks, and a
+// ≈280 KiB workspace from a sync.Pool per call. In the GOEXPERIMENT=simd
+// build, NT with at most 20 rows and more than 16 columns (the dense
+// layers' forward pass at batch 20) stays on the archsimd kernel of
+// gemm_avx2_amd64_simd.go (5×16 tiles over packed panels, whose 8×8
+// transposes pack Bᵀ faster; ≈50 GFLOP/s there; error ≤ γ_{k+1}·Σ|a·b|
+// plus ⌈k/96⌉+1 roundings of beta·C; ≈460 KiB pooled buffer). Otherwise
+// (a CPU without AVX2 and FMA, DPFL_SIMD=generic, TT) the products are
+// delegated to gonum's Sgemm
 // (gonum.org/v1/gonum/blas/gonum, SSE assembly inner loops, ≈8–25
 // GFLOP/s) on C tiles of at most 64×192 so that gonum stays on its
 // serial path: from four 64×64 blocks on it starts goroutines, which

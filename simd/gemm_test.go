@@ -68,12 +68,15 @@ func testGemmMatchesReference(t *testing.T) {
 	}
 }
 
-// TestGemmBlocking covers the blocking of the AVX2 kernel (gemmAVX2): C
-// of at most 20 rows with B read in place (k blocks of at most 96, a last
-// strip of fewer than 16 columns), all of op(B) packed at once (k·n up to
-// 96·1024) and packed in blocks of 96×1024 (more columns than 1024 and a
-// k too large to pack at once), for every alpha/beta store mode, on every
-// path.
+// TestGemmBlocking covers the blocking of the AVX2 kernels: the archsimd
+// one (gemmAVX2: C of at most 20 rows with B read in place, k blocks of at
+// most 96, a last strip of fewer than 16 columns, all of op(B) packed at
+// once, k·n up to 96·1024, and packed in blocks of 96×1024) and the
+// assembly one (sgemmAsm: k blocks of at most 256, so k = 291, 784, 1000,
+// 4000 split into 2, 4, 4 and 16; blocks of 256 packed columns of Bᵀ, so n
+// = 288, 1030, 2100 cross them; row strips of 5 and column strips of 16
+// with partial ones at both edges), for every alpha/beta store mode, on
+// every path.
 func TestGemmBlocking(t *testing.T) {
 	forEachPath(t, func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(23, 24))

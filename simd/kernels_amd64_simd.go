@@ -121,7 +121,18 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 		gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	} else if hasAVX2 {
-		gemmAVX2(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		if transB && !transA && m <= 4*sgemmMR && n > sgemmNR {
+			// NT with few rows (the dense layers' forward pass at batch
+			// 20): the assembly kernel must transpose all of B into
+			// panels, which costs about as much as the product there;
+			// the archsimd kernel's 8×8 transposes pack it faster
+			// (docs/performance.md).
+			gemmAVX2(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		} else if transA && transB {
+			gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		} else {
+			sgemmAsm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		}
 		return
 	}
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)

@@ -2,9 +2,11 @@
 
 package simd
 
-// Portable dispatch: every kernel is its generic loop (generic.go) and
-// Gemm goes to gonum (gemm.go). kernels_amd64_simd.go carries the opposite
-// build constraint and holds the archsimd dispatch.
+// Portable dispatch: every vector kernel is its generic loop (generic.go);
+// Gemm runs the assembly SGEMM of sgemm_amd64.go on an amd64 CPU with AVX2
+// and FMA (Path "avx2"), gonum otherwise (gemm.go).
+// kernels_amd64_simd.go carries the opposite build constraint and holds
+// the archsimd dispatch.
 
 func axpy(dst []float32, alpha float32, x []float32) { axpyGeneric(dst, alpha, x) }
 func dot(x, y []float32) float32                     { return dotGeneric(x, y) }
@@ -17,12 +19,19 @@ func relu(v []float32)                               { reluGeneric(v) }
 func reluMask(d, a []float32)                        { reluMaskGeneric(d, a) }
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if hasAVX2 && !(transA && transB) {
+		sgemmAsm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// No SIMD kernels in this build: cpuAVX512 and cpuAVX2 are false, and
-// choosePath only warns if DPFL_SIMD asks for avx512 or avx2. Tests use
-// forEachPath, which here runs the generic path alone.
-const cpuAVX512, cpuAVX2 = false, false
+// No archsimd kernels in this build: cpuAVX512 is false (choosePath warns
+// if DPFL_SIMD asks for avx512), and cpuAVX2 is whether the assembly SGEMM
+// runs here, the one "avx2" kernel of this build. Tests use forEachPath,
+// which runs the avx2 path where the CPU has it and the generic path.
+const cpuAVX512 = false
+
+var cpuAVX2 = cpuAsmGemm
 
 var hasAVX512, hasAVX2 = choosePath(cpuAVX512, cpuAVX2)

@@ -14,9 +14,10 @@ const (
 
 // Path reports which kernels this process uses: "avx512" (the archsimd
 // 512-bit kernels, GOEXPERIMENT=simd build on a CPU with AVX-512), "avx2"
-// (the 256-bit AVX2 + FMA kernels of the same build on a CPU without
-// AVX-512, or with DPFL_SIMD=avx2) or "generic" (the portable loops and
-// gonum: the plain build, a CPU without AVX2 and FMA, or DPFL_SIMD=generic).
+// (on a CPU with AVX2 + FMA, without AVX-512 or with DPFL_SIMD=avx2: the
+// assembly SGEMM in both builds, and in the GOEXPERIMENT=simd build the
+// 256-bit archsimd vector kernels too) or "generic" (the portable loops
+// and gonum: a CPU without AVX2 and FMA, or DPFL_SIMD=generic).
 func Path() string {
 	switch {
 	case hasAVX512:
