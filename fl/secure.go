@@ -246,8 +246,12 @@ func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAgg
 // secagg.Memory runs Workers of them at once.
 func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding) []*secagg.ClientDriver {
 	out := make([]*secagg.ClientDriver, len(inputs))
+	// The simulated clients share one cache of pairwise key agreements
+	// (secagg.PairCache: each pair's two identical X25519 ladders run once;
+	// no message changes).
+	pairs := new(secagg.PairCache)
 	for i := range out {
-		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
+		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1, Pairs: pairs,
 			Input: func(context.Context) ([]uint32, error) {
 				rng, err := dp.NewSecureRand()
 				if err != nil {

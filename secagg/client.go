@@ -42,13 +42,23 @@ type Client struct {
 	workers int // MaskedInput's key agreements and expansions (default 1)
 
 	encSK      x25519.Key   // c_u^SK
+	encPK      x25519.Key   // c_u^PK
+	pairs      *PairCache   // nil but in a simulation (ClientDriver.Pairs)
 	maskScalar group.Scalar // shared; s_u^SK is derived from it
+	maskSK     x25519.Key   // s_u^SK, kept so that MaskedInput does not derive it again
+	maskPK     x25519.Key   // s_u^PK
 
 	// Set by ShareKeys.
 	params    Params
 	dim       int
 	neighbors map[ClientID]PeerKeys
 	selfKey   [32]byte // PRG key of b_u
+	// encKeys are the share-encryption keys agreed with each neighbour
+	// (from c_u^SK and c_v^PK) to seal this client's shares; MaskedInput
+	// opens the neighbours' shares with the same keys instead of agreeing
+	// them again (one X25519 ladder per neighbour and round saved: the
+	// agreements were most of a round's CPU).
+	encKeys map[ClientID][32]byte
 
 	// Set by MaskedInput: the shares this client holds, by owner
 	// (including its own), the owners being the neighbours in U2.
@@ -80,14 +90,13 @@ func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseK
 	if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {
 		return nil, AdvertiseKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
 	}
-	var encPK x25519.Key
-	x25519.KeyGen(&encPK, &c.encSK)
+	x25519.KeyGen(&c.encPK, &c.encSK)
 	var err error
 	if c.maskScalar, err = randomScalar(rand); err != nil {
 		return nil, AdvertiseKeysMsg{}, err
 	}
-	_, maskPK := maskKeyFromScalar(c.maskScalar, c.session)
-	return c, AdvertiseKeysMsg{From: id, EncKey: encPK[:], MaskKey: maskPK[:]}, nil
+	c.maskSK, c.maskPK = maskKeyFromScalar(c.maskScalar, c.session)
+	return c, AdvertiseKeysMsg{From: id, EncKey: slices.Clone(c.encPK[:]), MaskKey: slices.Clone(c.maskPK[:])}, nil
 }
 
 // ID is the client's ID.
@@ -155,11 +164,13 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	maskShares := splitSecret(c.maskScalar, p.Threshold, holders)
 	selfShares := splitSecret(b, p.Threshold, holders)
 	out := ShareKeysMsg{From: c.id, Shares: make([]EncryptedShare, len(m.Neighbors))}
+	encKeys := make(map[ClientID][32]byte, len(m.Neighbors))
 	for i, v := range holders[:len(m.Neighbors)] {
-		key, ok := agree(&c.encSK, (*x25519.Key)(nb[v].EncKey), c.session, infoShareEnc)
+		key, ok := c.agree(&c.encSK, &c.encPK, (*x25519.Key)(nb[v].EncKey), infoShareEnc)
 		if !ok {
 			return ShareKeysMsg{}, peerErr(v, "invalid public key")
 		}
+		encKeys[v] = key
 		ct, err := sealShares(&key, c.rnd, c.session, c.id, v, maskShares[i], selfShares[i])
 		if err != nil {
 			return ShareKeysMsg{}, err
@@ -168,7 +179,7 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	}
 	last := len(holders) - 1
 	c.held = map[ClientID]heldShares{c.id: {mask: maskShares[last], self: selfShares[last]}}
-	c.params, c.dim, c.neighbors = p, m.Dim, nb
+	c.params, c.dim, c.neighbors, c.encKeys = p, m.Dim, nb, encKeys
 	c.selfKey = selfMaskKey(b, c.session)
 	c.stage = clientMaskedInput
 	return out, nil
@@ -229,7 +240,6 @@ func (c *Client) maskInPlace(m MaskedInputRequest, y []uint32) (MaskedInputMsg, 
 // bad key (a *PeerError naming its neighbour) leaves nothing half-done.
 // The task adds PRG(s_{u,v}) when u < v and subtracts it when u > v.
 func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
-	maskSK, _ := maskKeyFromScalar(c.maskScalar, c.session)
 	peers := make([]ClientID, 0, len(held)-1)
 	for v := range held {
 		if v != c.id {
@@ -240,7 +250,7 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 	tasks := make([]maskTask, len(peers), len(peers)+1)
 	err := parallel.For(context.Background(), c.workers, len(peers), func(_, k int) error {
 		v := peers[k]
-		key, ok := agree(&maskSK, (*x25519.Key)(c.neighbors[v].MaskKey), c.session, infoPairMask)
+		key, ok := c.agree(&c.maskSK, &c.maskPK, (*x25519.Key)(c.neighbors[v].MaskKey), infoPairMask)
 		if !ok {
 			return peerErr(v, "invalid public key")
 		}
@@ -250,6 +260,15 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 	return tasks, err
 }
 
+// agree is agree(sk, peer, c.session, info), through the simulation's
+// PairCache when there is one (own is sk's public key).
+func (c *Client) agree(sk, own, peer *x25519.Key, info string) ([32]byte, bool) {
+	if c.pairs != nil {
+		return c.pairs.agree(sk, own, peer, c.session, info)
+	}
+	return agree(sk, peer, c.session, info)
+}
+
 // receiveShares decrypts and checks the ciphertexts of m and returns the
 // shares this client will hold, by owner, its own included. It does not
 // change c.
@@ -257,7 +276,7 @@ func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, e
 	held := make(map[ClientID]heldShares, len(m.Shares)+1)
 	held[c.id] = c.held[c.id]
 	for _, es := range m.Shares {
-		pk, ok := c.neighbors[es.From]
+		_, ok := c.neighbors[es.From]
 		switch {
 		case !ok:
 			return nil, peerErr(es.From, "sent shares but is not a neighbour of client %d", c.id)
@@ -267,9 +286,9 @@ func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, e
 		if _, dup := held[es.From]; dup {
 			return nil, peerErr(es.From, "duplicate shares")
 		}
-		key, ok := agree(&c.encSK, (*x25519.Key)(pk.EncKey), c.session, infoShareEnc)
-		if !ok {
-			return nil, peerErr(es.From, "invalid public key")
+		key, ok := c.encKeys[es.From]
+		if !ok { // not reached: ShareKeys agreed a key with every neighbour
+			return nil, peerErr(es.From, "no share-encryption key")
 		}
 		ms, ss, err := openShares(&key, c.session, es.From, c.id, es.Ciphertext)
 		if err != nil {
