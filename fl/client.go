@@ -107,22 +107,8 @@ func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []i
 			b := t.order[s:min(s+B, len(t.order))]
 			x, y := t.batchX[:len(b)*dim], t.batchY[:len(b)]
 			ds.Gather(x, y, b)
-			l := t.ws.LossGrad(t.local, x, y, t.grad)
-			if mu != 0 {
-				proxGrad(t.grad, mu, t.local, global)
-			}
-			if t.correction != nil {
-				simd.Add(t.grad, t.correction)
-			}
 			t.steps++
-			step := t.grad
-			if beta != 0 {
-				simd.Scale(t.vel, beta)
-				simd.Add(t.vel, t.grad)
-				step = t.vel
-			}
-			simd.Axpy(t.local, -lr, step)
-			lossSum += l * float64(len(b))
+			lossSum += float64(len(b)) * t.step(x, y, global, lr, mu, beta)
 			seen += len(b)
 		}
 	}
@@ -131,6 +117,60 @@ func (t *clientTrainer) train(delta, global []float32, ds *data.Dataset, idx []i
 		return 0
 	}
 	return lossSum / float64(seen)
+}
+
+// step takes one local SGD step from t.local on the batch (x, y),
+//
+//	x ← x − η_l·(∇L(x) + μ·(x − x_t) + (c − c_i)),
+//
+// with FedProx's proximal term (μ = 0 without it) and SCAFFOLD's
+// correction (nil without it), and returns the batch's mean loss. Where
+// the workspace has a fused step (model.Stepper), ∇L is never written
+// out: the proximal term is computed first (it needs x before the step),
+// the fused step applies ∇L, and the other terms are subtracted after.
+// A zero correction then leaves the fused step's result bit for bit
+// (x + (−η)·0 = x), so SCAFFOLD's first round is FedAvg's exactly.
+// Momentum (v ← β·v + ∇L) needs the gradient itself and takes it from
+// LossGrad. FedNova only rescales Δ_i afterwards and steps like FedAvg.
+func (t *clientTrainer) step(x []float32, y []uint8, global []float32, lr, mu, beta float32) float64 {
+	if s, ok := t.ws.(model.Stepper); ok && beta == 0 {
+		extra := t.correction
+		if mu != 0 {
+			proxTerm(t.grad, mu, t.local, global)
+			if t.correction != nil {
+				simd.Add(t.grad, t.correction)
+			}
+			extra = t.grad
+		}
+		l := s.LossStep(t.local, x, y, lr)
+		if extra != nil {
+			simd.Axpy(t.local, -lr, extra)
+		}
+		return l
+	}
+	l := t.ws.LossGrad(t.local, x, y, t.grad)
+	if mu != 0 {
+		proxGrad(t.grad, mu, t.local, global)
+	}
+	if t.correction != nil {
+		simd.Add(t.grad, t.correction)
+	}
+	step := t.grad
+	if beta != 0 {
+		simd.Scale(t.vel, beta)
+		simd.Add(t.vel, t.grad)
+		step = t.vel
+	}
+	simd.Axpy(t.local, -lr, step)
+	return l
+}
+
+// proxTerm writes FedProx's proximal gradient: p = μ·(x − x_t).
+func proxTerm(p []float32, mu float32, x, xt []float32) {
+	x, xt = x[:len(p)], xt[:len(p)]
+	for i := range p {
+		p[i] = mu * (x[i] - xt[i])
+	}
 }
 
 // proxGrad adds FedProx's proximal gradient: g += μ·(x − x_t).

@@ -77,30 +77,15 @@ func (e memoryEstimate) culprit(spec types.Spec) (field, what string) {
 	return field, what
 }
 
-// activationFloats is the number of 4-byte values a workspace of mdl
-// holds per example of its batch (fl/model's NewWorkspace), -1 for a
-// model this estimate does not know.
-func activationFloats(mdl model.Model) int64 {
-	dim, classes := int64(mdl.InputDim()), int64(mdl.NumClasses())
-	switch mdl.Name() {
-	case "logreg":
-		// One layer: its logits and their gradient.
-		return 2 * classes
-	case "mlp":
-		// Each dense layer's output and output gradient: 200, 200, C.
-		return 2 * (200 + 200 + classes)
-	case "cnn":
-		// cnnWorkspace for side s, c1 = 32, c2 = 64, hidden 128:
-		// col1 p1·9, a1 and dA1 p1·c1 each; col2 and dCol2 p2·9c1 each,
-		// a2 and dA2 p2·c2 each; pool, arg, mask1, dPool q²·c2 each;
-		// h, mask2, dH 128 each; logits and dLogits C each; with
-		// p1 = (s−2)², p2 = (s−4)², q = ⌊(s−4)/2⌋.
-		s := int64(math.Round(math.Sqrt(float64(dim))))
-		const c1, c2, hidden = 32, 64, 128
-		p1, p2, q := (s-2)*(s-2), (s-4)*(s-4), (s-4)/2
-		return p1*(9+2*c1) + p2*(2*9*c1+2*c2) + 4*q*q*c2 + 3*hidden + 2*classes
+// workspaceBytes is what fl/model's NewWorkspace(batch) holds for mdl
+// (model.WorkspaceBytes, trained or only evaluated), or for a model that
+// function does not know, activations of twice the parameters per
+// example.
+func workspaceBytes(mdl model.Model, batch int64, train bool) int64 {
+	if n := model.WorkspaceBytes(mdl, int(batch), train); n >= 0 {
+		return n
 	}
-	return -1
+	return 4 * batch * 2 * int64(mdl.NumParams())
 }
 
 const (
@@ -120,10 +105,6 @@ func estimateMemory(spec types.Spec, mdl model.Model, workers int) memoryEstimat
 	const f32 = 4
 	d := int64(mdl.NumParams())
 	dim := int64(mdl.InputDim())
-	act := activationFloats(mdl)
-	if act < 0 {
-		act = 2 * d // unknown model: assume its activations are twice its parameters
-	}
 	w := int64(workers)
 	var e memoryEstimate
 
@@ -139,7 +120,7 @@ func estimateMemory(spec types.Spec, mdl model.Model, workers int) memoryEstimat
 		state = 2 * d
 	}
 	e.Server = f32 * (3*d + 2*state + 2*(d+state))
-	e.Eval = w * (f32*(evalChunk*act+evalChunk*dim) + evalChunk + bookkeeping)
+	e.Eval = w * (workspaceBytes(mdl, evalChunk, false) + f32*evalChunk*dim + evalChunk + bookkeeping)
 
 	if spec.Population.Source == "devices" {
 		// No training on the server: the round's model sent to devices,
@@ -158,7 +139,7 @@ func estimateMemory(spec types.Spec, mdl model.Model, workers int) memoryEstimat
 	}
 	e.WorkerModels = w * f32 * copies * d
 	b := int64(spec.Client.BatchSize)
-	e.Activations = w * (f32*b*(act+dim) + b + bookkeeping) // workspace, gathered features, labels
+	e.Activations = w * (workspaceBytes(mdl, b, true) + f32*b*dim + b + bookkeeping) // workspace, gathered features, labels
 
 	sampler, target := specSampler(spec, spec.Population.Size)
 	cohort := int64(cohortBound(sampler, spec.Population.Size))

@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Side-by-side training throughput: dpfl (plain build and GOEXPERIMENT=simd
 # build) against the PyTorch reference ../shared/bench/torch_fedavg.py on
-# the same job (MLP 784-200-200-10, batch 20, SGD, per-client clip, one
+# the same job (MODEL=mlp: MLP 784-200-200-10; MODEL=cnn: the CNN of Reddi
+# et al. 2021, Table 4; MODEL=logreg; batch 20, SGD, per-client clip, one
 # thread each), interleaved and repeated REPS times in one run so that
 # load from other processes hits all three alike. Prints each run's
 # examples/s, then the median of each and the ratios of medians.
 #
 #   scripts/bench.sh                  # REPS=3 ROUNDS=10 COHORT=100 POPULATION=1000
+#   MODEL=cnn scripts/bench.sh        # REPS=3 ROUNDS=1 COHORT=20 (~1,200 examples a run)
 #   REPS=5 ROUNDS=20 scripts/bench.sh
 #   PROFILE=/tmp/simd.pprof scripts/bench.sh   # CPU profile of the last simd run
+#
+# The CNN costs ~60× the MLP's flops per example, so its defaults train one
+# round of 20 clients: ~2–4 s of training per program, next to fixed costs
+# that no longer depend on the job's size (torch's start-up and its test
+# evaluation after every round, ~15 s a run; dpfl's final evaluation, ~5 s).
+# One repetition then takes about 50 s.
 #
 # Needs Fashion-MNIST and python3-torch (installed with apt-get when run
 # as root and missing; CI does not run this script).
@@ -16,10 +24,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH=$PATH:/usr/local/go/bin
 REPS=${REPS:-3}
-ROUNDS=${ROUNDS:-10}
-COHORT=${COHORT:-100}
-POPULATION=${POPULATION:-${CLIENTS:-1000}}  # CLIENTS: the old name, for one release
 MODEL=${MODEL:-mlp}
+if [ "$MODEL" = cnn ]; then
+  ROUNDS=${ROUNDS:-1}
+  COHORT=${COHORT:-20}
+else
+  ROUNDS=${ROUNDS:-10}
+  COHORT=${COHORT:-100}
+fi
+POPULATION=${POPULATION:-${CLIENTS:-1000}}  # CLIENTS: the old name, for one release
 TORCH=${TORCH:-../shared/bench/torch_fedavg.py}
 DATA=/usr/share/datasets/fashion-mnist
 

@@ -1,11 +1,11 @@
 // Command bench times dpfl's DP-FedAvg round loop on the same job as the
 // PyTorch reference ../shared/bench/torch_fedavg.py, for the side-by-side
 // comparison of scripts/bench.sh: Fashion-MNIST over a simulated population
-// (Dirichlet(alpha) label skew), the MLP 784-200-200-10 (or logreg),
-// E local epochs of SGD with batch B on every client of a fixed-size
-// cohort, per-client clipping to C, Gaussian noise z·C on the sum, server
-// SGD with learning rate 1. It prints one line per round and a RESULT line
-// in the reference's format.
+// (Dirichlet(alpha) label skew), the MLP 784-200-200-10 (or logreg, or the
+// CNN of Reddi et al. 2021, Table 4), E local epochs of SGD with batch B on
+// every client of a fixed-size cohort, per-client clipping to C, Gaussian
+// noise z·C on the sum, server SGD with learning rate 1. It prints one line
+// per round and a RESULT line in the reference's format.
 //
 // examples_per_s counts every local training example over the whole round
 // time, aggregation and noise included (the reference divides by its
@@ -84,7 +84,7 @@ func parseFlags(args []string) (config, error) {
 	fs.Float64Var(&c.noiseMult, "noise-multiplier", 1, "noise multiplier z")
 	fs.Float64Var(&c.alpha, "alpha", 0.5, "Dirichlet label-skew concentration")
 	fs.IntVar(&c.workers, "workers", 1, "clients trained in parallel (0: GOMAXPROCS)")
-	fs.StringVar(&c.model, "model", "mlp", "mlp or logreg")
+	fs.StringVar(&c.model, "model", "mlp", "mlp, logreg or cnn")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the rounds to this file")
 	for old, name := range map[string]string{"data": "data-dir", "clients": "population", "cohort": "cohort-size", "clip": "clip-norm", "z": "noise-multiplier"} {
 		cliflag.Deprecated(fs, old, name)

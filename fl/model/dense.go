@@ -77,15 +77,18 @@ func mlpInit(layers []layer, params []float32, rng *rand.Rand) {
 
 // NewWorkspace allocates, for up to maxBatch rows, each layer's output
 // (activations; the last one holds logits) and each layer's output
-// gradient.
+// gradient, and one bias gradient for LossStep.
 func (m *denseNet) NewWorkspace(maxBatch int) Workspace {
 	if maxBatch < 1 {
 		panic("model: NewWorkspace needs maxBatch ≥ 1")
 	}
 	ws := &workspace{m: m, maxBatch: maxBatch}
+	widest := 0
 	for _, ly := range m.layers {
 		ws.act = append(ws.act, make([]float32, maxBatch*ly.out))
 		ws.delta = append(ws.delta, make([]float32, maxBatch*ly.out))
+		widest = max(widest, ly.out)
 	}
+	ws.gb = make([]float32, widest)
 	return ws
 }

@@ -30,5 +30,7 @@
 //
 // A Model is immutable and safe for concurrent use; each goroutine trains
 // or evaluates through its own Workspace, which owns every buffer the
-// passes need, so LossGrad and Evaluate never allocate.
+// passes need, so LossGrad and Evaluate never allocate. Every workspace
+// here is also a Stepper, whose LossStep applies plain SGD inside the
+// backward pass instead of returning the gradient.
 package model

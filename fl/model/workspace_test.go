@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 )
@@ -148,20 +149,49 @@ func TestLossGradPartialBatchAndOverwrite(t *testing.T) {
 	}
 }
 
+// LossGrad, LossStep and Evaluate do not allocate, at a batch within
+// cnnEvalBatch and (after the first call, which grows the CNN's batch
+// buffers) at a larger one.
 func TestNoAllocation(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 15))
+	x, y := randBatch(rng, 50, 784, 10)
 	for _, name := range Names() {
 		m := mustNew(t, name, 784, 10)
 		params := randParams(m, rng)
 		grad := make([]float32, m.NumParams())
-		ws := m.NewWorkspace(20)
-		x, y := randBatch(rng, 50, 784, 10)
-		if a := testing.AllocsPerRun(5, func() { ws.LossGrad(params, x[:20*784], y[:20], grad) }); a != 0 {
-			t.Errorf("%s: LossGrad allocates %v times", name, a)
+		for _, B := range []int{20, 40} {
+			ws := m.NewWorkspace(B)
+			if a := testing.AllocsPerRun(2, func() { ws.LossGrad(params, x[:B*784], y[:B], grad) }); a != 0 {
+				t.Errorf("%s batch %d: LossGrad allocates %v times", name, B, a)
+			}
+			if a := testing.AllocsPerRun(2, func() { ws.(Stepper).LossStep(params, x[:B*784], y[:B], 1e-9) }); a != 0 {
+				t.Errorf("%s batch %d: LossStep allocates %v times", name, B, a)
+			}
+			if a := testing.AllocsPerRun(2, func() { ws.Evaluate(params, x, y) }); a != 0 {
+				t.Errorf("%s batch %d: Evaluate allocates %v times", name, B, a)
+			}
 		}
-		if a := testing.AllocsPerRun(5, func() { ws.Evaluate(params, x, y) }); a != 0 {
-			t.Errorf("%s: Evaluate allocates %v times", name, a)
-		}
+	}
+}
+
+// An evaluator's CNN workspace (fl.NewEvaluator asks for 256 examples)
+// holds its convolutions' buffers for one image and its dense layers' for
+// cnnEvalBatch examples, and no training buffers: about 2 MB, where one
+// sized for the whole batch took ~500 MB. Evaluate allocates nothing more
+// (but Gemm's packing buffer).
+func TestCNNEvaluatorWorkspaceIsSmall(t *testing.T) {
+	m := mustNew(t, "cnn", 784, 10)
+	params := randParams(m, rand.New(rand.NewPCG(18, 19)))
+	x, y := randBatch(rand.New(rand.NewPCG(20, 21)), 40, 784, 10) // two chunks
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ws := m.NewWorkspace(256)
+	ws.Evaluate(params, x, y)
+	runtime.ReadMemStats(&after)
+	b := after.TotalAlloc - before.TotalAlloc
+	t.Logf("NewWorkspace(256) and Evaluate of 40 examples allocated %.1f MB", float64(b)/(1<<20))
+	if b > 4<<20 {
+		t.Error("that is more than 4 MB")
 	}
 }
 
@@ -216,5 +246,85 @@ func TestSoftmaxCrossEntropyStable(t *testing.T) {
 	}
 	if math.Abs(float64(s)) > 1e-7 {
 		t.Errorf("gradient row 2 sums to %v, want 0", s)
+	}
+}
+
+// LossStep is LossGrad followed by the SGD step params −= lr·grad, up to
+// float32 rounding of the fused update: the same loss, bit for bit (the
+// forward pass is shared), and the same new parameters to within a few
+// ulps of the parameter plus 1e-4 of the step. With dropout the CNN draws
+// the same masks for both, as both are seeded alike.
+func TestLossStepMatchesLossGrad(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 17))
+	const D, C, n, lr = 784, 10, 7, 0.05
+	for _, name := range Names() {
+		m := mustNew(t, name, D, C)
+		params := randParams(m, rng)
+		x, y := randBatch(rng, n, D, C)
+		gws, sws := m.NewWorkspace(n), m.NewWorkspace(n)
+		if s, ok := gws.(Seeder); ok {
+			s.Seed(5, 6)
+			sws.(Seeder).Seed(5, 6)
+		}
+		grad := make([]float32, m.NumParams())
+		wantLoss := gws.LossGrad(params, x, y, grad)
+		stepped := slices.Clone(params)
+		loss := sws.(Stepper).LossStep(stepped, x, y, lr)
+		if loss != wantLoss {
+			t.Errorf("%s: LossStep's loss %v, LossGrad's %v", name, loss, wantLoss)
+		}
+		var gmax float64
+		for _, g := range grad {
+			gmax = max(gmax, math.Abs(float64(g)))
+		}
+		var worst float64 // in units of the tolerance
+		moved := 0
+		for i, p := range params {
+			want := float64(p) - lr*float64(grad[i])
+			tol := 1e-6*math.Abs(want) + lr*(1e-4*math.Abs(float64(grad[i]))+1e-6*gmax)
+			worst = max(worst, math.Abs(float64(stepped[i])-want)/tol)
+			if stepped[i] != p {
+				moved++
+			}
+		}
+		if worst > 1 {
+			t.Errorf("%s: LossStep's parameters differ from LossGrad's step by %.3g tolerances", name, worst)
+		}
+		if moved < m.NumParams()/4 {
+			t.Errorf("%s: only %d of %d parameters moved", name, moved, m.NumParams())
+		}
+	}
+}
+
+// WorkspaceBytes is what NewWorkspace (and the first LossStep, for a
+// trained workspace) allocates, measured with the runtime's allocation
+// counter: never less, and more by at most what it leaves out (headers,
+// simd.Gemm's pooled packing buffers, and for the cnn at maxBatch 40 the
+// evaluation-sized batch buffers that training replaced: 2 MB covers
+// them).
+func TestWorkspaceBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	x, y := randBatch(rng, 40, 784, 10)
+	for _, name := range Names() {
+		m := mustNew(t, name, 784, 10)
+		params := randParams(m, rng)
+		for _, c := range []struct {
+			maxBatch int
+			train    bool
+		}{{20, true}, {40, true}, {256, false}} {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			ws := m.NewWorkspace(c.maxBatch)
+			if c.train {
+				ws.(Stepper).LossStep(params, x[:c.maxBatch*784], y[:c.maxBatch], 0)
+			} else {
+				ws.Evaluate(params, x[:784], y[:1])
+			}
+			runtime.ReadMemStats(&after)
+			got, want := int64(after.TotalAlloc-before.TotalAlloc), WorkspaceBytes(m, c.maxBatch, c.train)
+			if got < want || got > want+2<<20 {
+				t.Errorf("%s maxBatch %d train %v: allocated %d bytes, WorkspaceBytes %d", name, c.maxBatch, c.train, got, want)
+			}
+		}
 	}
 }
