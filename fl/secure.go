@@ -246,12 +246,12 @@ func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAgg
 // secagg.Memory runs Workers of them at once.
 func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding) []*secagg.ClientDriver {
 	out := make([]*secagg.ClientDriver, len(inputs))
-	// The simulated clients share one cache of pairwise key agreements
-	// (secagg.PairCache: each pair's two identical X25519 ladders run once;
-	// no message changes).
-	pairs := new(secagg.PairCache)
+	// Each simulated client derives every key of its pairs from its own
+	// secrets, as a device does: nothing is cached across clients (the two
+	// ends of a pair each run their X25519 agreement). Workers: 1, since
+	// Memory already runs clients in parallel.
 	for i := range out {
-		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1, Pairs: pairs,
+		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
 			Input: func(context.Context) ([]uint32, error) {
 				rng, err := dp.NewSecureRand()
 				if err != nil {

@@ -1,7 +1,7 @@
 package secagg
 
 import (
-	"context"
+	"crypto/cipher"
 	"errors"
 	"fmt"
 	"io"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/cloudflare/circl/dh/x25519"
 	"github.com/cloudflare/circl/group"
-
-	"github.com/dpfl/dpfl/internal/parallel"
 )
 
 // clientStage is the next stage a Client expects.
@@ -43,7 +41,6 @@ type Client struct {
 
 	encSK      x25519.Key   // c_u^SK
 	encPK      x25519.Key   // c_u^PK
-	pairs      *PairCache   // nil but in a simulation (ClientDriver.Pairs)
 	maskScalar group.Scalar // shared; s_u^SK is derived from it
 	maskSK     x25519.Key   // s_u^SK, kept so that MaskedInput does not derive it again
 	maskPK     x25519.Key   // s_u^PK
@@ -53,12 +50,13 @@ type Client struct {
 	dim       int
 	neighbors map[ClientID]PeerKeys
 	selfKey   [32]byte // PRG key of b_u
-	// encKeys are the share-encryption keys agreed with each neighbour
-	// (from c_u^SK and c_v^PK) to seal this client's shares; MaskedInput
-	// opens the neighbours' shares with the same keys instead of agreeing
-	// them again (one X25519 ladder per neighbour and round saved: the
-	// agreements were most of a round's CPU).
-	encKeys map[ClientID][32]byte
+	// encKeys are the AES-256-GCM instances of the share-encryption keys
+	// agreed with each neighbour (from c_u^SK and c_v^PK) to seal this
+	// client's shares; MaskedInput opens the neighbours' shares with the
+	// same instances instead of agreeing the keys again (one X25519 ladder
+	// per neighbour and round, the bulk of a round's CPU) or expanding
+	// them again.
+	encKeys map[ClientID]cipher.AEAD
 
 	// Set by MaskedInput: the shares this client holds, by owner
 	// (including its own), the owners being the neighbours in U2.
@@ -164,17 +162,23 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	maskShares := splitSecret(c.maskScalar, p.Threshold, holders)
 	selfShares := splitSecret(b, p.Threshold, holders)
 	out := ShareKeysMsg{From: c.id, Shares: make([]EncryptedShare, len(m.Neighbors))}
-	encKeys := make(map[ClientID][32]byte, len(m.Neighbors))
+	pks := make([]*x25519.Key, len(m.Neighbors))
 	for i, v := range holders[:len(m.Neighbors)] {
-		key, ok := c.agree(&c.encSK, &c.encPK, (*x25519.Key)(nb[v].EncKey), infoShareEnc)
-		if !ok {
-			return ShareKeysMsg{}, peerErr(v, "invalid public key")
-		}
-		encKeys[v] = key
-		ct, err := sealShares(&key, c.rnd, c.session, c.id, v, maskShares[i], selfShares[i])
-		if err != nil {
-			return ShareKeysMsg{}, err
-		}
+		pks[i] = (*x25519.Key)(nb[v].EncKey)
+	}
+	keys, bad := agreeBatch(&c.encSK, pks, c.session, infoShareEnc, c.workers)
+	if bad >= 0 {
+		return ShareKeysMsg{}, peerErr(holders[bad], "invalid public key")
+	}
+	// The GCM nonces, one read for all of them.
+	nonces := make([]byte, 12*len(m.Neighbors))
+	if _, err := io.ReadFull(c.rnd, nonces); err != nil {
+		return ShareKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
+	}
+	encKeys := make(map[ClientID]cipher.AEAD, len(m.Neighbors))
+	for i, v := range holders[:len(m.Neighbors)] {
+		encKeys[v] = newGCM(&keys[i])
+		ct := sealShares(encKeys[v], nonces[12*i:12*(i+1)], c.session, c.id, v, maskShares[i], selfShares[i])
 		out.Shares[i] = EncryptedShare{From: c.id, To: v, Ciphertext: ct}
 	}
 	last := len(holders) - 1
@@ -227,18 +231,17 @@ func (c *Client) maskInPlace(m MaskedInputRequest, y []uint32) (MaskedInputMsg, 
 	if y == nil {
 		y = []uint32{} // d = 0: an empty vector, not JSON null
 	}
-	if err := expandInto(y, tasks, c.session, c.workers); err != nil {
-		return MaskedInputMsg{}, err // not reached: every key is agreed
-	}
+	expandInto(y, tasks, c.workers)
 	c.held = held
 	c.stage = clientUnmask
 	return MaskedInputMsg{From: c.id, Masked: y}, nil
 }
 
-// pairMasks agrees the pairwise mask key with every other owner in held,
-// on c.workers goroutines, before anything touches the input, so that a
-// bad key (a *PeerError naming its neighbour) leaves nothing half-done.
-// The task adds PRG(s_{u,v}) when u < v and subtracts it when u > v.
+// pairMasks agrees the pairwise mask key with every other owner in held
+// (the ladders batched and spread over c.workers goroutines, agreeBatch)
+// before anything touches the input, so that a bad key (a *PeerError
+// naming its neighbour) leaves nothing half-done. The task adds
+// PRG(s_{u,v}) when u < v and subtracts it when u > v.
 func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 	peers := make([]ClientID, 0, len(held)-1)
 	for v := range held {
@@ -247,26 +250,19 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 		}
 	}
 	slices.Sort(peers)
-	tasks := make([]maskTask, len(peers), len(peers)+1)
-	err := parallel.For(context.Background(), c.workers, len(peers), func(_, k int) error {
-		v := peers[k]
-		key, ok := c.agree(&c.maskSK, &c.maskPK, (*x25519.Key)(c.neighbors[v].MaskKey), infoPairMask)
-		if !ok {
-			return peerErr(v, "invalid public key")
-		}
-		tasks[k] = maskTask{key: key, sub: c.id > v}
-		return nil
-	})
-	return tasks, err
-}
-
-// agree is agree(sk, peer, c.session, info), through the simulation's
-// PairCache when there is one (own is sk's public key).
-func (c *Client) agree(sk, own, peer *x25519.Key, info string) ([32]byte, bool) {
-	if c.pairs != nil {
-		return c.pairs.agree(sk, own, peer, c.session, info)
+	pks := make([]*x25519.Key, len(peers))
+	for k, v := range peers {
+		pks[k] = (*x25519.Key)(c.neighbors[v].MaskKey)
 	}
-	return agree(sk, peer, c.session, info)
+	keys, bad := agreeBatch(&c.maskSK, pks, c.session, infoPairMask, c.workers)
+	if bad >= 0 {
+		return nil, peerErr(peers[bad], "invalid public key")
+	}
+	tasks := make([]maskTask, len(peers), len(peers)+1)
+	for k, v := range peers {
+		tasks[k] = maskTask{key: keys[k], sub: c.id > v}
+	}
+	return tasks, nil
 }
 
 // receiveShares decrypts and checks the ciphertexts of m and returns the
@@ -286,11 +282,11 @@ func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, e
 		if _, dup := held[es.From]; dup {
 			return nil, peerErr(es.From, "duplicate shares")
 		}
-		key, ok := c.encKeys[es.From]
+		aead, ok := c.encKeys[es.From]
 		if !ok { // not reached: ShareKeys agreed a key with every neighbour
 			return nil, peerErr(es.From, "no share-encryption key")
 		}
-		ms, ss, err := openShares(&key, c.session, es.From, c.id, es.Ciphertext)
+		ms, ss, err := openShares(aead, c.session, es.From, c.id, es.Ciphertext)
 		if err != nil {
 			return nil, &PeerError{Client: es.From, Err: err}
 		}

@@ -53,9 +53,6 @@ type ClientDriver struct {
 	// work (training) overlaps the wait for the other clients, or else
 	// by the masked_input step.
 	Input func(ctx context.Context) ([]uint32, error)
-	// Pairs, in a simulation only, is the instance's PairCache shared by
-	// all its simulated clients (nil: every agreement is computed).
-	Pairs *PairCache
 
 	client   *Client
 	input    []uint32
@@ -137,7 +134,7 @@ func (d *ClientDriver) advertise(ctx context.Context, t ClientTransport) error {
 	if err != nil {
 		return err
 	}
-	c.workers, c.pairs = d.Workers, d.Pairs
+	c.workers = d.Workers
 	if c.workers <= 0 {
 		c.workers = runtime.GOMAXPROCS(0)
 	}

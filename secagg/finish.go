@@ -2,7 +2,6 @@ package secagg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -171,63 +170,94 @@ func (s *Server) finish() (Result, error) {
 		return Result{}, err
 	}
 	// The expansions to remove: each survivor's self mask, and each
-	// dropped client's pairwise masks towards its surviving neighbours.
+	// dropped client's pairwise masks towards its surviving neighbours,
+	// whose keys the server agrees from the rebuilt s_u^SK, one batch per
+	// dropped client (agreeBatch), the batches in parallel.
 	var tasks []maskTask
+	var dropped []int
 	for _, i := range secrets {
-		u := s.g.ids[i]
 		if s.inU3[i] {
 			tasks = append(tasks, maskTask{key: keys[i], sub: true})
-			continue
+		} else {
+			dropped = append(dropped, i)
 		}
-		sk := (*x25519.Key)(&keys[i])
+	}
+	pairTasks := make([][]maskTask, len(dropped))
+	err = parallel.For(context.Background(), s.cfg.Workers, len(dropped), func(_, k int) error {
+		i := dropped[k]
+		u := s.g.ids[i]
+		var survivors []ClientID
+		var pks []*x25519.Key
 		for _, v := range s.g.neighbors(i) {
 			if s.inU3[s.g.index[v]] {
-				// v added +PRG(s_{v,u}) if v < u, −PRG if v > u.
-				tasks = append(tasks, maskTask{sk: sk, pk: s.adv[v].MaskKey, sub: v < u, dropped: u, survivor: v})
+				survivors = append(survivors, v)
+				pks = append(pks, (*x25519.Key)(s.adv[v].MaskKey))
 			}
 		}
-	}
-	res.Sum = slices.Clone(s.sum)
-	if err := expandInto(res.Sum, tasks, s.cfg.Session, s.cfg.Workers); err != nil {
+		pk, bad := agreeBatch((*x25519.Key)(&keys[i]), pks, s.cfg.Session, infoPairMask, 1)
+		if bad >= 0 { // not reached: the server refused low-order keys
+			return fmt.Errorf("secagg: key agreement between clients %d and %d failed", u, survivors[bad])
+		}
+		for j, v := range survivors {
+			// v added +PRG(s_{v,u}) if v < u, −PRG if v > u.
+			pairTasks[k] = append(pairTasks[k], maskTask{key: pk[j], sub: v < u})
+		}
+		return nil
+	})
+	if err != nil {
 		return Result{}, err
 	}
+	for _, pt := range pairTasks {
+		tasks = append(tasks, pt...)
+	}
+	res.Sum = slices.Clone(s.sum)
+	expandInto(res.Sum, tasks, s.cfg.Workers)
 	return res, nil
 }
 
-// reconstruct rebuilds, in parallel, b_u (u ∈ U3, giving its PRG key) or
-// σ_u (u ∈ U2\U3, giving s_u^SK, checked against the advertised s_u^PK)
-// for each index in secrets; the keys are by index. s.mu held.
+// reconstruct rebuilds b_u (u ∈ U3, giving its PRG key) or σ_u (u ∈
+// U2\U3, giving s_u^SK, checked against the advertised s_u^PK) for each
+// index in secrets; the keys are by index. The secrets are split into one
+// contiguous batch per worker, each interpolated with one batched
+// inversion (interpolator.recoverBatch). s.mu held.
 func (s *Server) reconstruct(secrets []int) ([][32]byte, error) {
 	t := s.params.Threshold
 	keys := make([][32]byte, len(s.g.ids))
 	errs := make([]error, len(s.g.ids))
-	ips := make([]*interpolator, parallel.Workers(s.cfg.Workers, len(secrets)))
-	err := parallel.For(context.Background(), s.cfg.Workers, len(secrets), func(w, k int) error {
-		if ips[w] == nil {
-			ips[w] = newInterpolator(t)
-		}
-		i := secrets[k]
-		u := s.g.ids[i]
-		if s.inU3[i] {
-			b, err := ips[w].recover(s.selfShares[u])
-			if err != nil {
-				errs[i] = fmt.Errorf("secagg: self mask of client %d: %d shares of %d needed: %w", u, len(s.selfShares[u]), t, err)
-				return nil
+	nw := parallel.Workers(s.cfg.Workers, len(secrets))
+	per := (len(secrets) + nw - 1) / nw
+	err := parallel.For(context.Background(), s.cfg.Workers, nw, func(_, w int) error {
+		part := secrets[min(len(secrets), w*per):min(len(secrets), (w+1)*per)]
+		batch := make([]map[ClientID][]byte, len(part))
+		for k, i := range part {
+			if u := s.g.ids[i]; s.inU3[i] {
+				batch[k] = s.selfShares[u]
+			} else {
+				batch[k] = s.maskShares[u]
 			}
-			keys[i] = selfMaskKey(b, s.cfg.Session)
-			return nil
 		}
-		sc, err := ips[w].recover(s.maskShares[u])
-		if err != nil {
-			errs[i] = fmt.Errorf("secagg: mask key of dropped client %d: %d shares of %d needed: %w", u, len(s.maskShares[u]), t, err)
-			return nil
+		vals, verrs := newInterpolator(t).recoverBatch(batch)
+		for k, i := range part {
+			u := s.g.ids[i]
+			if s.inU3[i] {
+				if verrs[k] != nil {
+					errs[i] = fmt.Errorf("secagg: self mask of client %d: %d shares of %d needed: %w", u, len(batch[k]), t, verrs[k])
+					continue
+				}
+				keys[i] = selfMaskKey(vals[k], s.cfg.Session)
+				continue
+			}
+			if verrs[k] != nil {
+				errs[i] = fmt.Errorf("secagg: mask key of dropped client %d: %d shares of %d needed: %w", u, len(batch[k]), t, verrs[k])
+				continue
+			}
+			sk, pk := maskKeyFromScalar(vals[k], s.cfg.Session)
+			if string(pk[:]) != string(s.adv[u].MaskKey) {
+				errs[i] = fmt.Errorf("secagg: reconstructed mask key of dropped client %d does not match its advertised key: some holder sent a bad share", u)
+				continue
+			}
+			keys[i] = sk
 		}
-		sk, pk := maskKeyFromScalar(sc, s.cfg.Session)
-		if string(pk[:]) != string(s.adv[u].MaskKey) {
-			errs[i] = fmt.Errorf("secagg: reconstructed mask key of dropped client %d does not match its advertised key: some holder sent a bad share", u)
-			return nil
-		}
-		keys[i] = sk
 		return nil
 	})
 	if err != nil {
@@ -241,57 +271,35 @@ func (s *Server) reconstruct(secrets []int) ([][32]byte, error) {
 	return keys, nil
 }
 
-// maskTask is one PRG expansion to add or remove: a self mask (key set)
-// or a pairwise mask (sk, pk set, key agreed by the worker).
+// maskTask is one PRG expansion to add or remove.
 type maskTask struct {
-	key               [32]byte
-	sk                *x25519.Key
-	pk                []byte
-	sub               bool
-	dropped, survivor ClientID
+	key [32]byte
+	sub bool
 }
 
 // expandInto adds (or, for tasks with sub, subtracts) every task's mask
 // into dst, on up to workers goroutines: worker 0 expands straight into
 // dst, the others into vectors of len(dst) added at the end (addition mod
 // 2^32 commutes, so the result does not depend on the split, and one
-// worker needs no extra memory). It errors, with dst partly changed, if a
-// key agreement fails.
-func expandInto(dst []uint32, tasks []maskTask, session []byte, workers int) error {
+// worker needs no extra memory).
+func expandInto(dst []uint32, tasks []maskTask, workers int) {
 	nw := parallel.Workers(workers, len(tasks))
 	parts := make([][]uint32, nw)
 	bufs := make([]*prgBuf, nw)
 	parts[0] = dst
-	errs := make([]error, len(tasks))
-	err := parallel.For(context.Background(), workers, len(tasks), func(w, k int) error {
+	_ = parallel.For(context.Background(), workers, len(tasks), func(w, k int) error {
 		if parts[w] == nil {
 			parts[w] = make([]uint32, len(dst))
 		}
 		if bufs[w] == nil {
 			bufs[w] = new(prgBuf)
 		}
-		tk := &tasks[k]
-		key := tk.key
-		if tk.sk != nil {
-			var ok bool
-			if key, ok = agree(tk.sk, (*x25519.Key)(tk.pk), session, infoPairMask); !ok {
-				errs[k] = fmt.Errorf("secagg: key agreement between clients %d and %d failed", tk.dropped, tk.survivor)
-				return nil
-			}
-		}
-		addMask(parts[w], &key, tk.sub, bufs[w])
+		addMask(parts[w], &tasks[k].key, tasks[k].sub, bufs[w])
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
 	for _, p := range parts[1:] {
 		if p != nil { // a goroutine that got no task
 			addWords(dst, p)
 		}
 	}
-	return nil
 }

@@ -33,6 +33,10 @@ type prgBuf [prgChunk]byte
 // per instance (the HKDF salt is the session) and per purpose (the HKDF
 // info string). buf is scratch space; dst and buf must not overlap.
 func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
+	if hasVAES && littleEndian {
+		addMaskVAES(dst, key, sub)
+		return
+	}
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
 		panic(err) // a 32-byte key never fails
@@ -63,5 +67,30 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 			}
 		}
 		dst = dst[n:]
+	}
+}
+
+// addMaskVAES is addMask on the VAES kernel: whole chunks of 64 words
+// (16 AES blocks) in place, then the tail from one more chunk of
+// keystream.
+func addMaskVAES(dst []uint32, key *[32]byte, sub bool) {
+	var rk [15][32]byte
+	aes256Expand(&rk, key)
+	mode := 0
+	if sub {
+		mode = 1
+	}
+	chunks := len(dst) / 64
+	if chunks > 0 {
+		ctrVAES(&dst[0], chunks, &rk, 0, mode)
+	}
+	if rest := dst[64*chunks:]; len(rest) > 0 {
+		var ks [64]uint32
+		ctrVAES(&ks[0], 1, &rk, uint64(16*chunks), 2)
+		if sub {
+			subWords(rest, ks[:])
+		} else {
+			addWords(rest, ks[:])
+		}
 	}
 }

@@ -14,12 +14,23 @@ import (
 // TestAddMaskMatchesStdlibCTR checks addMask against a plain
 // one-shot AES-256-CTR keystream read word by word, across chunk
 // boundaries and for a length that is not a multiple of the chunk.
-func TestAddMaskMatchesStdlibCTR(t *testing.T) {
+func TestAddMaskMatchesStdlibCTR(t *testing.T) { checkAddMask(t) }
+
+// checkAddMask is TestAddMaskMatchesStdlibCTR's check, run with whichever
+// kernel addMask picks on this machine.
+func checkAddMask(t *testing.T) {
+	t.Helper()
 	var key [32]byte
 	for i := range key {
 		key[i] = byte(3*i + 1)
 	}
-	for _, d := range []int{0, 1, 7, prgChunk/4 - 1, prgChunk / 4, prgChunk/4 + 1, 3*prgChunk/4 + 5} {
+	rng := mrand.New(mrand.NewPCG(21, 22))
+	for trial, d := range []int{0, 1, 7, 63, 64, 65, 127, 128, 7850, prgChunk/4 - 1, prgChunk / 4, prgChunk/4 + 1, 3*prgChunk/4 + 5} {
+		if trial%2 == 1 { // other keys: the round keys are derived per key
+			for i := range key {
+				key[i] = byte(rng.Uint32())
+			}
+		}
 		stream := make([]byte, 4*d)
 		block, _ := aes.NewCipher(key[:])
 		cipher.NewCTR(block, make([]byte, 16)).XORKeyStream(stream, stream)
@@ -106,4 +117,30 @@ func seq(n int) []int {
 		s[i] = i
 	}
 	return s
+}
+
+// TestSessionKDFMatchesHKDF checks sessionKDF against crypto/hkdf for
+// sessions shorter and longer than a SHA-256 block (the HMAC key is then
+// hashed first), every purpose, and secrets of several lengths, reusing
+// one sessionKDF for all its session's keys.
+func TestSessionKDFMatchesHKDF(t *testing.T) {
+	rng := mrand.New(mrand.NewPCG(23, 24))
+	for _, sl := range []int{1, 16, 63, 64, 65, 200} {
+		session := make([]byte, sl)
+		for i := range session {
+			session[i] = byte(rng.Uint32())
+		}
+		kdf := newSessionKDF(session)
+		for _, info := range []string{infoMaskKey, infoSelfMask, infoShareEnc, infoPairMask, ""} {
+			for _, n := range []int{0, 1, 32, 100} {
+				secret := make([]byte, n)
+				for i := range secret {
+					secret[i] = byte(rng.Uint32())
+				}
+				if got, want := kdf.key(secret, info), hkdf32(secret, session, info); got != want {
+					t.Fatalf("session %d bytes, info %q, secret %d bytes: %x, want %x", sl, info, n, got, want)
+				}
+			}
+		}
+	}
 }

@@ -114,7 +114,7 @@ func TestExactSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	trials, maxN := 40, 120
 	if testing.Short() {
-		trials, maxN = 16, 40
+		trials, maxN = 24, 40
 	}
 	succeeded := 0
 	covered := map[[2]int]bool{} // {sparse, drop stage} of finished instances

@@ -3,7 +3,10 @@ package secagg
 import (
 	"fmt"
 	"math"
+	"math/big"
+	oldrand "math/rand"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cloudflare/circl/group"
@@ -91,5 +94,73 @@ func BenchmarkRecover(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestMulAddSmall checks the Horner step a·x + c mod ℓ, and the double
+// step a·x² + c1·x + c0, against math/big,
+// at the extremes (a, c = ℓ−1, 0; x = 2^32−1, 1) and at random.
+func TestMulAddSmall(t *testing.T) {
+	ell, _ := new(big.Int).SetString("7237005577332262213973186563042994240857116359379907606001950938285454250989", 10)
+	toBig := func(s scalar) *big.Int {
+		b := s.bytes(nil)
+		slices.Reverse(b)
+		return new(big.Int).SetBytes(b)
+	}
+	fromBig := func(v *big.Int) scalar {
+		b := v.FillBytes(make([]byte, 32))
+		slices.Reverse(b)
+		return scalarFromBytes(b)
+	}
+	if toBig(groupOrder).Cmp(ell) != 0 {
+		t.Fatal("groupOrder is not ℓ")
+	}
+	top := new(big.Int).Sub(ell, big.NewInt(1))
+	rng := rand.New(rand.NewPCG(3, 4))
+	brng := oldrand.New(oldrand.NewSource(5)) // big.Int.Rand's source type
+	for trial := range 20000 {
+		a, c := new(big.Int).Rand(brng, ell), new(big.Int).Rand(brng, ell)
+		x := uint64(rng.Uint32())
+		switch trial {
+		case 0:
+			a, c, x = top, top, math.MaxUint32
+		case 1:
+			a, c, x = top, big.NewInt(0), 1
+		case 2:
+			a, c, x = big.NewInt(0), top, math.MaxUint32
+		}
+		sa, sc := fromBig(a), fromBig(c)
+		got := mulAddSmall(&sa, x, &sc)
+		want := new(big.Int).Mul(a, new(big.Int).SetUint64(x))
+		want.Add(want, c).Mod(want, ell)
+		if toBig(got).Cmp(want) != 0 {
+			t.Fatalf("%v·%d + %v: got %v, want %v", a, x, c, toBig(got), want)
+		}
+		// Two steps: a·x² + c·x + a with x < 2^16.
+		x16 := x & 0xffff
+		if trial == 0 {
+			x16 = 0xffff
+		}
+		got = mulAdd2Small(&sa, x16, &sc, &sa)
+		want = new(big.Int).Mul(a, new(big.Int).SetUint64(x16*x16))
+		want.Add(want, new(big.Int).Mul(c, new(big.Int).SetUint64(x16)))
+		want.Add(want, a).Mod(want, ell)
+		if toBig(got).Cmp(want) != 0 {
+			t.Fatalf("%v·%d² + %v·%d + %v: got %v, want %v", a, x16, c, x16, a, toBig(got), want)
+		}
+	}
+	coef := make([]scalar, 2000)
+	randomCoefficients(coef)
+	high := 0
+	for _, s := range coef {
+		if !lessThanOrder(&s) {
+			t.Fatalf("coefficient %v not below ℓ", toBig(s))
+		}
+		if s[3]>>59 == 1 { // in [2^251, 2^252): half of Z_ℓ
+			high++
+		}
+	}
+	if high < 900 || high > 1100 { // ±4.5σ of Bin(2000, ≈0.5)
+		t.Fatalf("%d of 2000 coefficients in [2^251, 2^252), expected about half", high)
 	}
 }

@@ -1,0 +1,9 @@
+//go:build !amd64
+
+package secagg
+
+const hasVAES = false
+
+func aes256Expand(*[15][32]byte, *[32]byte) { panic("secagg: no VAES") }
+
+func ctrVAES(*uint32, int, *[15][32]byte, uint64, int) { panic("secagg: no VAES") }
