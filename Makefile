@@ -3,6 +3,7 @@
 #   make test         go vet + the short suite (go test -short: slow tests skip, saying so)
 #   make test-full    go vet + every test (what CI runs, through .ci/run)
 #   make test-simd    the same vet and the tests of the packages it changes, in the SIMD build
+#   make test-python  the Python client's tests (clients/python) against a real dpfl-server
 #   make fuzz         every Go fuzz target for FUZZTIME each (default 20000x inputs; CI: 100000x)
 #   make build        the commands, into bin/, in the SIMD build
 #   make bench        the Go benchmarks of the numeric packages, in the SIMD build
@@ -17,7 +18,7 @@ GO ?= go
 # `go build` works too, with the portable loops, slower.
 SIMD ?= GOEXPERIMENT=simd
 
-.PHONY: build demo test test-full test-simd fuzz bench bench-torch experiments fmt
+.PHONY: build demo test test-full test-simd test-python fuzz bench bench-torch experiments fmt
 build:
 	$(SIMD) $(GO) build -o bin/ ./cmd/...
 
@@ -35,6 +36,9 @@ test-full:
 test-simd:
 	$(SIMD) $(GO) vet ./...
 	$(SIMD) $(GO) test ./simd/ ./fl/...
+
+test-python:
+	bash scripts/test-python.sh
 
 fuzz:
 	bash scripts/fuzz.sh
