@@ -129,6 +129,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 		_ = c.JSON(code, body)
 	}
 	e.Use(middleware.Recover())
+	observeHTTP(e, m, cfg) // metrics.go: request metrics and GET /metrics
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -152,6 +153,8 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	v1.POST("/jobs/:id/devices", h.enroll, adminOnly)
 	v1.GET("/jobs/:id/devices", h.devices)
 	h.registerLog(v1)
+	serveOpenAPI(e) // openapi.go: GET /v1/openapi.json
+	serveUI(e)      // ui.go: the dashboard at /ui
 	return e
 }
 
