@@ -12,7 +12,7 @@
 //	dpfl-client budget create NAME --epsilon-budget E --delta D
 //	dpfl-client budget NAME
 //	dpfl-client cancel JOB
-//	dpfl-client model JOB [--out FILE]
+//	dpfl-client model JOB [--format json|onnx|safetensors] [--out FILE]
 //	dpfl-client devices enroll JOB [--json]
 //	dpfl-client devices list JOB
 //	dpfl-client participate JOB --data-dir DIR [--credential-file F] [--rounds N] [--save-inputs DIR]
@@ -68,7 +68,8 @@ commands:
             privacy budget (jobs join it with dp.budget, or submit --budget);
             'budget NAME' shows its spend
   cancel    stop a running job
-  model     download a job's latest global model (JSON)
+  model     download a job's latest global model: JSON (the default), or
+            --format onnx|safetensors with its privacy certificate (--out FILE)
   rounds    per-round participation and estimated time on devices; --plot FILE
             draws test accuracy against it (PNG)
   devices   'devices enroll JOB' enrolls a device for a devices job and prints
@@ -328,30 +329,6 @@ func cancel(ctx context.Context, c *command, args []string, out io.Writer) error
 		return err
 	}
 	fmt.Fprintf(out, "%s %s after %d rounds\n", st.ID, st.State, st.Round)
-	return nil
-}
-
-func modelCmd(ctx context.Context, c *command, args []string, out io.Writer) error {
-	path := c.fs.String("out", "", "write the model JSON to this file (default stdout)")
-	id, cl, err := c.jobClient(args)
-	if err != nil {
-		return err
-	}
-	m, err := cl.Model(ctx, id)
-	if err != nil {
-		return err
-	}
-	if *path == "" {
-		return printJSON(out, m)
-	}
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(*path, b, 0o644); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "wrote %s: %s, %d parameters, round %d\n", *path, m.Model, m.NumParams, m.Round)
 	return nil
 }
 
