@@ -4,6 +4,7 @@
 #   make test-full    go vet + every test (what CI runs, through .ci/run)
 #   make test-simd    the same vet and the tests of the packages it changes, in the SIMD build
 #   make test-python  the Python client's tests (clients/python) against a real dpfl-server
+#   make test-ui      the dashboard (/ui) in headless Chromium against a real dpfl-server
 #   make check-onnx   exported ONNX models against Debian's python3-onnx checker and a numpy forward pass
 #   make fuzz         every Go fuzz target for FUZZTIME each (default 20000x inputs; CI: 100000x)
 #   make build        the commands, into bin/, in the SIMD build
@@ -19,7 +20,7 @@ GO ?= go
 # `go build` works too, with the portable loops, slower.
 SIMD ?= GOEXPERIMENT=simd
 
-.PHONY: build demo test test-full test-simd test-python check-onnx fuzz bench bench-torch experiments fmt
+.PHONY: build demo test test-full test-simd test-python test-ui check-onnx fuzz bench bench-torch experiments fmt
 build:
 	$(SIMD) $(GO) build -o bin/ ./cmd/...
 
@@ -40,6 +41,9 @@ test-simd:
 
 test-python:
 	bash scripts/test-python.sh
+
+test-ui:
+	bash scripts/test-ui.sh
 
 check-onnx:
 	bash scripts/check-onnx.sh
