@@ -68,7 +68,9 @@ func newTestServerWith(t *testing.T, cfg Config) *testServer {
 	cfg.Tokens.Add(HashToken("audit"), RoleAuditor)
 	log := &syncBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
-	srv := httptest.NewServer(New(m, cfg))
+	// Every request and response of the tests is checked against the
+	// OpenAPI contract (openapi_test.go).
+	srv := httptest.NewServer(contractCheck(t, New(m, cfg)))
 	t.Cleanup(func() { srv.Close(); m.Shutdown(t.Context()); db.Close() })
 	return &testServer{t: t, m: m, db: db, url: srv.URL, log: log}
 }

@@ -313,7 +313,7 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 		Server: dr.srv, Transport: dr, Clients: spec.Sampling.CohortSize,
 		AdvertiseTimeout: seconds(spec.SecAgg.JoinTimeoutSeconds), StageTimeout: seconds(spec.SecAgg.StageTimeoutSeconds),
 	}
-	res, err := driver.Run(ctx)
+	res, err := d.runInstance(ctx, driver) // driver.Run, stages timed (metrics.go)
 	if err != nil {
 		return fl.RoundStats{}, err
 	}

@@ -70,6 +70,7 @@ func (jr *jobRun) rounds() error {
 		if err != nil {
 			return err
 		}
+		jr.observeAccounting(time.Since(start)) // metrics.go
 		res, err := jr.run(r)
 		if err != nil {
 			return err
@@ -78,6 +79,7 @@ func (jr *jobRun) rounds() error {
 		if err := jr.commit(met, res.RoundStats); err != nil {
 			return err
 		}
+		jr.observeCommit(met) // metrics.go
 	}
 	return nil
 }

@@ -67,6 +67,9 @@ type Manager struct {
 	noiseScale float64
 	// audits caches the canary audits of ended jobs (canary.go).
 	audits auditCache
+
+	// monitor holds the observers and ε caches of GET /metrics (metrics.go).
+	monitor monitor
 }
 
 // Defaults of the Manager's internal knobs.

@@ -3,7 +3,7 @@
 // checkpoints and the privacy ledger in a bbolt database.
 //
 //	dpfl-server [--addr 127.0.0.1:8080] [--db ./dpfl.db] [--data-dir DIR] [--token-file FILE]
-//	            [--tls-cert FILE --tls-key FILE | --insecure-http] [--verify bounded|full] [limits…]
+//	            [--tls-cert FILE --tls-key FILE | --insecure-http] [--verify bounded|full] [--log-format text|json] [limits…]
 //	dpfl-server token [--db ./dpfl.db] [--role auditor|admin]
 //
 // --data-dir was --data, which still works for this release and warns.
@@ -126,7 +126,7 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger(os.Stderr, f.logFormat)
 	// Everything that needs no database first, so a misconfiguration
 	// costs no start-up check.
 	tlsCfg, err := f.transport(log)
@@ -166,12 +166,13 @@ type serverFlags struct {
 	verify                 string
 	maxJobMemory           byteSize
 	deviceRate             float64
+	logFormat              logFormat // --log-format (logger.go)
 }
 
 // parseFlags parses and checks dpfl-server's flags (not 'token'). The
 // deprecated --data sets --data-dir, with a warning on stderr.
 func parseFlags(args []string) (*serverFlags, error) {
-	f := &serverFlags{maxJobMemory: byteSize(job.DefaultMaxJobMemory())}
+	f := &serverFlags{maxJobMemory: byteSize(job.DefaultMaxJobMemory()), logFormat: "text"}
 	fs := flag.NewFlagSet("dpfl-server", flag.ContinueOnError)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
 	fs.StringVar(&f.dbPath, "db", "./dpfl.db", "bbolt database file (created if missing)")
@@ -189,6 +190,7 @@ func parseFlags(args []string) (*serverFlags, error) {
 	fs.IntVar(&f.maxRunning, "max-running-jobs", defaultMaxRunningJobs(), "refuse (429) a submission while this many jobs run (0 = no bound)")
 	fs.StringVar(&f.dataRoot, "data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
 	fs.Float64Var(&f.deviceRate, "device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
+	fs.Var(&f.logFormat, "log-format", "log format on stderr: text (key=value lines) or json (one object per line)")
 	fs.StringVar(&f.logKeyFile, "log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

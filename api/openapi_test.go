@@ -1,0 +1,897 @@
+package api
+
+// The OpenAPI contract (api/openapi.json) is checked four ways:
+//
+//   - it loads and validates as an OpenAPI 3.0 document
+//     (TestOpenAPIDocumentValid), and GET /v1/openapi.json serves exactly
+//     its bytes without a token;
+//   - it names every route the echo instance registers, and nothing else
+//     (TestOpenAPIRoutes);
+//   - its component schemas have the JSON fields, required fields and
+//     types of the Go wire types they describe (TestOpenAPISchemasMatchGoTypes),
+//     so that a field added, renamed or given omitempty in api/types,
+//     secagg or audit fails here with the edit to make;
+//   - every request and response the API's end-to-end tests make goes
+//     through contractCheck (newTestServerWith installs it), which fails
+//     the test on any mismatch, error responses included; TestContractTour
+//     makes every route answer a success at least once, and
+//     TestContractCheckerRejects shows the checker failing on wrong
+//     responses, so that it cannot pass silently.
+//
+// The checker is github.com/getkin/kin-openapi's openapi3filter with the
+// gorillamux router.
+
+import (
+	"bytes"
+	"context"
+	crand "crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/api/types"
+	"github.com/dpfl/dpfl/audit"
+	dpfldevice "github.com/dpfl/dpfl/device"
+	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/job"
+	"github.com/dpfl/dpfl/secagg"
+	"github.com/dpfl/dpfl/storage"
+)
+
+// contract is the parsed OpenAPI document and its router, loaded once.
+type contract struct {
+	doc    *openapi3.T
+	router routers.Router
+	err    error
+}
+
+var (
+	contractOnce sync.Once
+	theContract  contract
+)
+
+// loadContract parses the embedded document (the bytes the server
+// serves) and builds its router.
+func loadContract(tb testing.TB) *contract {
+	tb.Helper()
+	contractOnce.Do(func() {
+		// Text bodies of the dashboard and of /metrics are strings to
+		// the contract (kin-openapi decodes only text/plain as one).
+		for _, mt := range []string{"text/html", "application/openmetrics-text"} {
+			openapi3filter.RegisterBodyDecoder(mt, openapi3filter.PlainBodyDecoder)
+		}
+		loader := openapi3.NewLoader()
+		doc, err := loader.LoadFromData(openAPIDocument)
+		if err != nil {
+			theContract.err = fmt.Errorf("loading api/openapi.json: %w", err)
+			return
+		}
+		if err := doc.Validate(loader.Context); err != nil {
+			theContract.err = fmt.Errorf("api/openapi.json is not a valid OpenAPI 3 document: %w", err)
+			return
+		}
+		r, err := gorillamux.NewRouter(doc)
+		if err != nil {
+			theContract.err = fmt.Errorf("routing api/openapi.json: %w", err)
+			return
+		}
+		theContract = contract{doc: doc, router: r}
+	})
+	if theContract.err != nil {
+		tb.Fatal(theContract.err)
+	}
+	return &theContract
+}
+
+// contractChecker is an http.Handler that serves through next and
+// validates each exchange against the contract:
+//
+//   - a request the contract routes is validated (security, parameters,
+//     body); if the contract refuses it, the server must refuse it too,
+//     with a 4xx. (A server stricter than the contract is fine: the
+//     contract cannot state every rule, e.g. ranges that depend on other
+//     fields.)
+//   - the response is validated against the operation: its status must be
+//     documented (IncludeResponseStatus), and its headers and body must
+//     match, error bodies included.
+//   - a request the contract does not route (unknown path or method) must
+//     be refused with a 4xx and an ErrorBody: a route the server answers
+//     with success must be in the contract.
+type contractChecker struct {
+	next http.Handler
+	c    *contract
+	// r is the test: a *testing.T, or in TestContractCheckerRejects a
+	// fake that records the mismatches the checker reports.
+	r testing.TB
+
+	mu sync.Mutex
+	// exchanges counts the validated request/response pairs, refused
+	// those whose request the contract refuses (and the server refused
+	// too); seen maps each operation ID to the statuses it answered.
+	exchanges, refused int
+	seen               map[string]map[int]int
+}
+
+// checkers holds each test's latest contractChecker (testing.TB →
+// *contractChecker), for the tests that read its counts.
+var checkers sync.Map
+
+// contractCheck wraps h, the API's handler, in a contractChecker that
+// reports to r and logs its counts when r's test ends.
+func contractCheck(r testing.TB, h http.Handler) *contractChecker {
+	r.Helper()
+	cc := &contractChecker{next: h, c: loadContract(r), r: r, seen: map[string]map[int]int{}}
+	checkers.Store(r, cc)
+	r.Cleanup(func() {
+		cc.mu.Lock()
+		defer cc.mu.Unlock()
+		r.Logf("contract: %d requests and their responses validated against api/openapi.json (%d requests refused by the contract and the server alike)", cc.exchanges, cc.refused)
+	})
+	return cc
+}
+
+// ServeHTTP serves req through the API, recording the response so that it
+// can be validated before it is sent on unchanged: a mismatch fails the
+// test, but the test still sees what the server said.
+func (cc *contractChecker) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	// The body is read once, here, and replayed to both the server and the
+	// validator; ContentLength stays as sent, so the server's size checks
+	// see the same request.
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		cc.r.Errorf("contract: %s %s: reading the request body: %v", req.Method, req.URL, err)
+		http.Error(w, "contract checker: unreadable body", http.StatusBadRequest)
+		return
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	rec := httptest.NewRecorder()
+	cc.next.ServeHTTP(rec, req)
+	if err := cc.check(req, body, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+		cc.r.Errorf("contract: %s %s → %d: %v\nrequest body: %.300s\nresponse body: %.600s", req.Method, req.URL, rec.Code, err, body, rec.Body.Bytes())
+	}
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+// hex64 is the bearerFormat of the deviceCredential scheme.
+var hex64 = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+// authenticate checks what the contract's security schemes state: a
+// bearer credential (any, for an API token; 64 hex digits, for a device).
+// Whether the server accepts it is the server's business (401).
+func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	scheme, cred, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") || cred == "" {
+		return errors.New("no bearer credential")
+	}
+	if in.SecurityScheme.BearerFormat != "" && in.SecuritySchemeName == "deviceCredential" && !hex64.MatchString(cred) {
+		return fmt.Errorf("not a device credential (%s)", in.SecurityScheme.BearerFormat)
+	}
+	return nil
+}
+
+// checkOptions make kin-openapi as strict as the contract: every status
+// must be documented, a body on a route that takes none is refused, and
+// all mismatches of an exchange are reported at once.
+var checkOptions = &openapi3filter.Options{
+	IncludeResponseStatus:             true, // an undocumented status is a mismatch
+	MultiError:                        true,
+	RejectWhenRequestBodyNotSpecified: true,
+	AuthenticationFunc:                authenticate,
+}
+
+// check validates one exchange (see contractChecker).
+func (cc *contractChecker) check(req *http.Request, reqBody []byte, status int, header http.Header, respBody []byte) error {
+	ctx := context.Background()
+	vreq := req.Clone(ctx)
+	vreq.Body = io.NopCloser(bytes.NewReader(reqBody))
+	if len(reqBody) > 0 && vreq.Header.Get("Content-Type") == "" {
+		// The server reads every body as JSON whatever its Content-Type
+		// (the document says so); the tests send none.
+		vreq.Header.Set("Content-Type", "application/json")
+	}
+	route, params, err := cc.c.router.FindRoute(vreq)
+	if err != nil {
+		if status < 400 || status >= 500 {
+			return fmt.Errorf("the contract has no such route (%v), but the server answered %d", err, status)
+		}
+		return cc.errorBody(header, respBody)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: checkOptions}
+	reqErr := openapi3filter.ValidateRequest(ctx, in)
+	if reqErr != nil && (status < 400 || status >= 500) {
+		return fmt.Errorf("the contract refuses the request, but the server answered %d: %v", status, reqErr)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
+		Body: io.NopCloser(bytes.NewReader(respBody)), Options: checkOptions}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		return fmt.Errorf("response of %s: %v", route.Operation.OperationID, err)
+	}
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.exchanges++
+	if reqErr != nil {
+		cc.refused++
+	}
+	id := route.Operation.OperationID
+	if cc.seen[id] == nil {
+		cc.seen[id] = map[int]int{}
+	}
+	cc.seen[id][status]++
+	return nil
+}
+
+// errorBody checks a response outside every route: a JSON ErrorBody.
+func (cc *contractChecker) errorBody(header http.Header, body []byte) error {
+	if ct := header.Get("Content-Type"); ct != echo.MIMEApplicationJSON {
+		return fmt.Errorf("error response of Content-Type %q, not %s", ct, echo.MIMEApplicationJSON)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("error response is not JSON: %v", err)
+	}
+	if err := cc.c.doc.Components.Schemas["ErrorBody"].Value.VisitJSON(v, openapi3.VisitAsResponse()); err != nil {
+		return fmt.Errorf("error response is not an ErrorBody: %v", err)
+	}
+	cc.mu.Lock()
+	cc.exchanges++
+	cc.mu.Unlock()
+	return nil
+}
+
+// statuses is which statuses each operation answered, for a report.
+func (cc *contractChecker) statuses() map[string]map[int]int {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	out := map[string]map[int]int{}
+	for id, m := range cc.seen {
+		out[id] = maps.Clone(m)
+	}
+	return out
+}
+
+// The document is a valid OpenAPI 3.0 document, and GET /v1/openapi.json
+// serves its exact bytes as JSON to anyone.
+func TestOpenAPIDocumentValid(t *testing.T) {
+	c := loadContract(t) // loads and validates (doc.Validate)
+	if !strings.HasPrefix(c.doc.OpenAPI, "3.0.") {
+		t.Errorf("openapi %q, want 3.0.x", c.doc.OpenAPI)
+	}
+	file, err := os.ReadFile("openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(file, openAPIDocument) {
+		t.Fatal("the embedded document is not api/openapi.json")
+	}
+	s := newTestServer(t)
+	resp, err := http.Get(s.url + "/v1/openapi.json") // no token
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/json" || !bytes.Equal(got, file) {
+		t.Fatalf("GET /v1/openapi.json: %d %q, %d bytes (the file has %d)", resp.StatusCode, resp.Header.Get("Content-Type"), len(got), len(file))
+	}
+}
+
+// contractPath turns a contract path into echo's form: /v1/jobs/{id}
+// is /v1/jobs/:id, and both /ui/ and /ui/{file:.*} (a gorilla/mux
+// pattern for a path of any depth) are echo's wildcard /ui/*.
+func contractPath(p string) string {
+	p = regexp.MustCompile(`\{[A-Za-z_]+:\.\*\}$`).ReplaceAllString(p, "*")
+	if len(p) > 1 && strings.HasSuffix(p, "/") {
+		p += "*"
+	}
+	return regexp.MustCompile(`\{([A-Za-z_]+)\}`).ReplaceAllString(p, ":$1")
+}
+
+// serverRoutes lists "METHOD /path" for every route New registers,
+// without echo's catch-all routes for unknown paths (which answer 404
+// after a group's middleware).
+func serverRoutes(t *testing.T) []string {
+	db, err := storage.Open(filepath.Join(t.TempDir(), "dpfl.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := job.NewManager(db, job.Options{Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { m.Shutdown(context.Background()); db.Close() })
+	tokens := &Tokens{}
+	tokens.Add(HashToken("tok"), RoleAdmin)
+	e, ok := New(m, Config{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)}).(*echo.Echo)
+	if !ok {
+		t.Fatal("New no longer returns an *echo.Echo: update serverRoutes")
+	}
+	var out []string
+	for _, r := range e.Routes() {
+		if r.Method == echo.RouteNotFound {
+			continue
+		}
+		out = append(out, r.Method+" "+r.Path)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// contractRoutes lists "METHOD /path" for every operation of the
+// document, in echo's form (contractPath).
+func contractRoutes(c *contract) []string {
+	var out []string
+	for path, item := range c.doc.Paths.Map() {
+		for method := range item.Operations() {
+			out = append(out, method+" "+contractPath(path))
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Every route the server registers is in the contract, and every
+// operation of the contract is a route of the server.
+func TestOpenAPIRoutes(t *testing.T) {
+	c := loadContract(t)
+	server, doc := serverRoutes(t), contractRoutes(c)
+	for _, r := range server {
+		if !slices.Contains(doc, r) {
+			t.Errorf("the server serves %s, which api/openapi.json does not describe", r)
+		}
+	}
+	for _, r := range doc {
+		if !slices.Contains(server, r) {
+			t.Errorf("api/openapi.json describes %s, which the server does not serve", r)
+		}
+	}
+	t.Logf("%d routes, each in the contract", len(server))
+	// The previous release's participate routes are marked deprecated,
+	// and only they.
+	for path, item := range c.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			old := slices.Contains([]string{"advertise", "keys", "shares", "masked-input"}, path[strings.LastIndex(path, "/")+1:])
+			if op.Deprecated != old {
+				t.Errorf("%s %s: deprecated %v", method, path, op.Deprecated)
+			}
+		}
+	}
+}
+
+// wireSchemas maps each component schema to the Go type whose JSON it
+// describes. The "Input" schemas are the job spec as submitted: the same
+// fields, none required, and the deprecated keys of types.DeprecatedKeys.
+var wireSchemas = map[string]reflect.Type{
+	"ErrorBody":          reflect.TypeFor[types.ErrorBody](),
+	"FieldError":         reflect.TypeFor[types.FieldError](),
+	"JobStatus":          reflect.TypeFor[types.Status](),
+	"JobSpec":            reflect.TypeFor[types.Spec](),
+	"SyntheticSpec":      reflect.TypeFor[types.SyntheticSpec](),
+	"LEAFSpec":           reflect.TypeFor[types.LEAFSpec](),
+	"PopulationSpec":     reflect.TypeFor[types.PopulationSpec](),
+	"SamplingSpec":       reflect.TypeFor[types.SamplingSpec](),
+	"ClientSpec":         reflect.TypeFor[types.ClientSpec](),
+	"Schedule":           reflect.TypeFor[types.Schedule](),
+	"ServerSpec":         reflect.TypeFor[types.ServerSpec](),
+	"DPSpec":             reflect.TypeFor[types.DPSpec](),
+	"SecAggSpec":         reflect.TypeFor[types.SecAggSpec](),
+	"RoundTimeSpec":      reflect.TypeFor[types.RoundTimeSpec](),
+	"ParticipationSpec":  reflect.TypeFor[types.ParticipationSpec](),
+	"AuditSpec":          reflect.TypeFor[types.AuditSpec](),
+	"RoundMetrics":       reflect.TypeFor[types.RoundMetrics](),
+	"Metrics":            reflect.TypeFor[types.Metrics](),
+	"ClientMetrics":      reflect.TypeFor[types.ClientMetrics](),
+	"SecAggStats":        reflect.TypeFor[types.SecAggStats](),
+	"RoundRecord":        reflect.TypeFor[types.RoundRecord](),
+	"PrivacyReport":      reflect.TypeFor[types.PrivacyReport](),
+	"LedgerEntry":        reflect.TypeFor[types.LedgerEntry](),
+	"AccountingReport":   reflect.TypeFor[types.AccountingReport](),
+	"Estimate":           reflect.TypeFor[types.Estimate](),
+	"EmpiricalEpsilon":   reflect.TypeFor[types.EmpiricalEpsilon](),
+	"CanaryFit":          reflect.TypeFor[types.CanaryFit](),
+	"ModelExport":        reflect.TypeFor[types.ModelExport](),
+	"BudgetRequest":      reflect.TypeFor[types.BudgetRequest](),
+	"BudgetReport":       reflect.TypeFor[types.BudgetReport](),
+	"Enrollment":         reflect.TypeFor[types.Enrollment](),
+	"DeviceInfo":         reflect.TypeFor[types.DeviceInfo](),
+	"RoundStatus":        reflect.TypeFor[types.RoundStatus](),
+	"JoinInfo":           reflect.TypeFor[types.JoinInfo](),
+	"LogKeyResponse":     reflect.TypeFor[types.LogKeyResponse](),
+	"CheckpointResponse": reflect.TypeFor[types.CheckpointResponse](),
+	"LeavesResponse":     reflect.TypeFor[types.LeavesResponse](),
+	"AuditBundle":        reflect.TypeFor[audit.Bundle](),
+	"AuditEntry":         reflect.TypeFor[audit.Entry](),
+	"AuditConsistency":   reflect.TypeFor[audit.Consistency](),
+	"AuditClaim":         reflect.TypeFor[audit.Claim](),
+	"ModelCertificate":   reflect.TypeFor[audit.ModelCertificate](),
+	"SecAggEncoding":     reflect.TypeFor[secagg.Encoding](),
+	"SecAggParams":       reflect.TypeFor[secagg.Params](),
+	"AdvertiseKeysMsg":   reflect.TypeFor[secagg.AdvertiseKeysMsg](),
+	"PeerKeys":           reflect.TypeFor[secagg.PeerKeys](),
+	"ShareKeysRequest":   reflect.TypeFor[secagg.ShareKeysRequest](),
+	"EncryptedShare":     reflect.TypeFor[secagg.EncryptedShare](),
+	"ShareKeysMsg":       reflect.TypeFor[secagg.ShareKeysMsg](),
+	"MaskedInputRequest": reflect.TypeFor[secagg.MaskedInputRequest](),
+	"MaskedInputMsg":     reflect.TypeFor[secagg.MaskedInputMsg](),
+	"UnmaskRequest":      reflect.TypeFor[secagg.UnmaskRequest](),
+	"Share":              reflect.TypeFor[secagg.Share](),
+	"UnmaskMsg":          reflect.TypeFor[secagg.UnmaskMsg](),
+}
+
+// namedSchemas are the component schemas of Go types that are not
+// structs, and of JSON that no single Go type declares: the handlers'
+// envelopes ({"jobs": …} and the like, map literals in api.go), a 500's
+// body (an ErrorBody with error and error_id only), the DpEvent union and
+// this document. TestContractTour validates each through real responses.
+var namedSchemas = map[string]reflect.Type{
+	"JobState": reflect.TypeFor[types.JobState](),
+	"ClientID": reflect.TypeFor[secagg.ClientID](),
+	"Stage":    reflect.TypeFor[string](),
+	"DpEvent":  nil, "Health": nil, "JobList": nil, "JobMetrics": nil, "JobRounds": nil, "DeviceList": nil,
+	"InternalErrorBody": nil, "OpenAPIDocument": nil,
+}
+
+// rawSchemas names the schemas of the json.RawMessage fields.
+var rawSchemas = map[string]string{
+	"LedgerEntry.Event":       "DpEvent",
+	"ModelExport.Certificate": "ModelCertificate",
+}
+
+// jsonField is one JSON key of a Go struct.
+type jsonField struct {
+	name     string
+	goName   string
+	typ      reflect.Type
+	optional bool // omitempty or omitzero
+}
+
+// jsonFields lists t's JSON keys as encoding/json writes them, embedded
+// structs flattened.
+func jsonFields(t reflect.Type) []jsonField {
+	var out []jsonField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(f.Type)...)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		opt := strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
+		out = append(out, jsonField{name: name, goName: f.Name, typ: f.Type, optional: opt})
+	}
+	return out
+}
+
+// schemaName is the component a $ref names.
+func schemaName(ref string) string { return strings.TrimPrefix(ref, "#/components/schemas/") }
+
+// checkType reports how s, the schema of Go field owner.field of type t,
+// disagrees with t ("" when it does not). input: s is in an Input schema.
+func checkType(s *openapi3.SchemaRef, t reflect.Type, owner, field string, input bool) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == reflect.TypeFor[json.RawMessage]() {
+		if want := rawSchemas[owner+"."+field]; schemaName(s.Ref) != want {
+			return fmt.Sprintf("raw JSON: want $ref %s, got %q", want, s.Ref)
+		}
+		return ""
+	}
+	if s.Ref != "" {
+		name := schemaName(s.Ref)
+		want, ok := wireSchemas[strings.TrimSuffix(name, "Input")]
+		if !ok {
+			want, ok = namedSchemas[name]
+		}
+		switch {
+		case !ok:
+			return fmt.Sprintf("$ref %s is not a schema of a Go type", name)
+		case want != nil && want != t && !(name == "Stage" && t.Kind() == reflect.String):
+			return fmt.Sprintf("$ref %s describes %v, the field is %v", name, want, t)
+		case strings.HasSuffix(name, "Input") != (input && t.Kind() == reflect.Struct):
+			return fmt.Sprintf("$ref %s in a schema that is%s an Input", name, map[bool]string{true: "", false: " not"}[input])
+		}
+		if t.Kind() != reflect.Struct {
+			return checkType(&openapi3.SchemaRef{Value: s.Value}, t, owner, field, input)
+		}
+		return ""
+	}
+	v := s.Value
+	is := func(typ, format string) string {
+		if !v.Type.Is(typ) || v.Format != format {
+			return fmt.Sprintf("want type %s format %q, got %v %q", typ, format, v.Type.Slice(), v.Format)
+		}
+		return ""
+	}
+	switch {
+	case t == reflect.TypeFor[time.Time]():
+		return is("string", "date-time")
+	case t == reflect.TypeFor[tlog.Hash](), t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8:
+		return is("string", "byte")
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return is("boolean", "")
+	case reflect.Int, reflect.Int64:
+		return is("integer", "int64")
+	case reflect.Uint32, reflect.Uint64:
+		if !v.Type.Is("integer") || v.Min == nil || *v.Min < 0 {
+			return fmt.Sprintf("want a non-negative integer, got %v min %v", v.Type.Slice(), v.Min)
+		}
+		if t.Kind() == reflect.Uint32 && (v.Max == nil || *v.Max > 1<<32-1) {
+			return "want a maximum ≤ 2³²−1"
+		}
+		return ""
+	case reflect.Float64:
+		return is("number", "double")
+	case reflect.Float32:
+		return is("number", "float")
+	case reflect.String:
+		return is("string", "")
+	case reflect.Slice, reflect.Array:
+		if !v.Type.Is("array") || v.Items == nil {
+			return fmt.Sprintf("want an array, got %v", v.Type.Slice())
+		}
+		if t.Kind() == reflect.Array && (v.MinItems != uint64(t.Len()) || v.MaxItems == nil || *v.MaxItems != uint64(t.Len())) {
+			return fmt.Sprintf("want exactly %d items", t.Len())
+		}
+		if v.Nullable {
+			return "nullable: the server never writes null here"
+		}
+		return checkType(v.Items, t.Elem(), owner, field, input)
+	case reflect.Struct:
+		return fmt.Sprintf("a %v must be a $ref to its component", t)
+	}
+	return fmt.Sprintf("no rule for Go type %v", t)
+}
+
+// Each component schema has exactly the JSON keys of its Go type, with
+// additionalProperties false; a key is required exactly when the type
+// always writes it (no omitempty or omitzero), except in the Input
+// schemas of a submission, where every key is optional and the deprecated
+// keys are read too; each key's type matches the field's.
+func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
+	c := loadContract(t)
+	for name, ref := range c.doc.Components.Schemas {
+		base, input := strings.CutSuffix(name, "Input")
+		typ, ok := wireSchemas[base]
+		if !ok {
+			if _, named := namedSchemas[name]; !named {
+				t.Errorf("schema %s: add it to wireSchemas (or namedSchemas) so that it is checked against its Go type", name)
+			}
+			continue
+		}
+		s := ref.Value
+		if !s.Type.Is("object") || s.AdditionalProperties.Has == nil || *s.AdditionalProperties.Has || s.AdditionalProperties.Schema != nil {
+			t.Errorf("schema %s: want type object with additionalProperties false", name)
+		}
+		seen := map[string]bool{}
+		for _, f := range jsonFields(typ) {
+			seen[f.name] = true
+			p, ok := s.Properties[f.name]
+			if !ok {
+				t.Errorf("schema %s lacks %q (%v.%s)", name, f.name, typ, f.goName)
+				continue
+			}
+			if msg := checkType(p, f.typ, typ.Name(), f.goName, input); msg != "" {
+				t.Errorf("schema %s, property %s (%v.%s %v): %s", name, f.name, typ, f.goName, f.typ, msg)
+			}
+			if req := slices.Contains(s.Required, f.name); req != (!f.optional && !input) {
+				t.Errorf("schema %s: %q required %v, but %v.%s is written %s", name, f.name, req, typ, f.goName,
+					map[bool]string{true: "only when set (omitempty, omitzero) or is an optional key of a submission", false: "always"}[f.optional || input])
+			}
+		}
+		for key, p := range s.Properties {
+			if seen[key] {
+				continue
+			}
+			deprecated := false
+			for old := range types.DeprecatedKeys {
+				section, k, _ := strings.Cut(old, ".")
+				if input && k == key && jsonKeyOf(reflect.TypeFor[types.Spec](), section) == typ {
+					deprecated = true
+				}
+			}
+			if !deprecated || !p.Value.Deprecated {
+				t.Errorf("schema %s has %q, which %v does not write (a deprecated input key must be in types.DeprecatedKeys and marked deprecated)", name, key, typ)
+			}
+		}
+	}
+}
+
+// jsonKeyOf is the type of struct t's field with JSON key key.
+func jsonKeyOf(t reflect.Type, key string) reflect.Type {
+	for _, f := range jsonFields(t) {
+		if f.name == key {
+			return f.typ
+		}
+	}
+	return nil
+}
+
+// fakeReporter collects what contractCheck reports.
+type fakeReporter struct {
+	*testing.T
+	mu   sync.Mutex
+	errs []string
+}
+
+// Logf drops the checker's counts, which would only be the fake's.
+func (f *fakeReporter) Logf(string, ...any) {}
+
+// Errorf records a mismatch instead of failing the test.
+func (f *fakeReporter) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.errs = append(f.errs, fmt.Sprintf(format, args...))
+}
+
+// The checker fails an exchange that breaks the contract: a field of the
+// wrong type, a missing required field, an unknown field, an undocumented
+// status, a non-ErrorBody error, a success on a route the contract does
+// not have, a request the contract refuses but the server accepts, a
+// wrong content type, a 500 without its error ID and a 429 without
+// Retry-After; and it passes the same exchanges when they are right.
+func TestContractCheckerRejects(t *testing.T) {
+	st := types.Status{ID: "job-1", State: types.StateRunning, Round: 2, CreatedAt: time.Now().UTC(), UpdatedAt: time.Now().UTC(), Spec: job.DefaultSpec()}
+	good, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit := func(f func(m map[string]any)) string {
+		var m map[string]any
+		if err := json.Unmarshal(good, &m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		b, _ := json.Marshal(m)
+		return string(b)
+	}
+	cred := strings.Repeat("ab", 32)
+	for _, c := range []struct {
+		what, method, path, bearer, reqBody string
+		status                              int
+		ct, body                            string
+		header                              map[string]string
+		roundToken, bad                     bool
+	}{
+		{what: "a job's status", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, body: string(good)},
+		{what: "round of the wrong type", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["round"] = "two" })},
+		{what: "a float where the contract has an integer", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["round"] = 2.5 })},
+		{what: "a nested field of the wrong type", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["spec"].(map[string]any)["dp"].(map[string]any)["enabled"] = "yes" })},
+		{what: "a missing required field", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { delete(m, "spec") })},
+		{what: "an unknown field", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["secret"] = "x" })},
+		{what: "a state outside the enum", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["state"] = "paused" })},
+		{what: "null for an object", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true,
+			body: edit(func(m map[string]any) { m["spec"] = nil })},
+		{what: "an undocumented status", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: http.StatusTeapot, bad: true, body: `{"error": "tea"}`},
+		{what: "a 404", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 404, body: `{"error": "not found"}`},
+		{what: "a 404 that is not an ErrorBody", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 404, bad: true, body: `{"message": "not found"}`},
+		{what: "a 500", method: "GET", path: "/v1/jobs", bearer: "tok", status: 500, body: `{"error": "internal error (id 0123456789abcdef); see the server log", "error_id": "0123456789abcdef"}`},
+		{what: "a 500 without its error ID", method: "GET", path: "/v1/jobs", bearer: "tok", status: 500, bad: true, body: `{"error": "boom"}`},
+		{what: "a wrong content type", method: "GET", path: "/v1/jobs/job-1", bearer: "tok", status: 200, ct: "text/plain", bad: true, body: string(good)},
+		{what: "an unknown route refused", method: "GET", path: "/v1/nope", bearer: "tok", status: 404, body: `{"error": "Not Found"}`},
+		{what: "an unknown route answered", method: "GET", path: "/v1/nope", bearer: "tok", status: 200, bad: true, body: `{}`},
+		{what: "an unknown method answered", method: "DELETE", path: "/v1/jobs/job-1", bearer: "tok", status: 200, bad: true, body: string(good)},
+		{what: "a refused submission", method: "POST", path: "/v1/jobs", bearer: "tok", reqBody: `{"rouds": 3}`, status: 400,
+			body: `{"error": "rouds: not a field", "field": "rouds", "errors": [{"field": "rouds", "rule": "unknown", "message": "not a field"}]}`},
+		{what: "an accepted submission the contract refuses", method: "POST", path: "/v1/jobs", bearer: "tok", reqBody: `{"rouds": 3}`, status: 201, bad: true, body: string(good)},
+		{what: "a submission without a token, accepted", method: "POST", path: "/v1/jobs", reqBody: `{}`, status: 201, bad: true, body: string(good)},
+		{what: "a device's rate limit", method: "GET", path: "/v1/jobs/job-1/participate", bearer: cred, status: 429, header: map[string]string{"Retry-After": "1"}, body: `{"error": "rate limit"}`},
+		{what: "a device's rate limit without Retry-After", method: "GET", path: "/v1/jobs/job-1/participate", bearer: cred, status: 429, bad: true, body: `{"error": "rate limit"}`},
+		{what: "an accepted message without a round token", method: "POST", path: "/v1/jobs/job-1/participate/masked_input", bearer: cred, reqBody: `{"from": 1, "masked": [1]}`, status: 204, bad: true},
+		{what: "a masked input", method: "POST", path: "/v1/jobs/job-1/participate/masked_input", bearer: cred, reqBody: `{"from": 1, "masked": [4294967295]}`, status: 204, roundToken: true},
+		{what: "a masked input of negative ring elements", method: "POST", path: "/v1/jobs/job-1/participate/masked_input", bearer: cred, reqBody: `{"from": 1, "masked": [-1]}`, status: 204, roundToken: true, bad: true},
+		{what: "the API token on a participate route, accepted", method: "GET", path: "/v1/jobs/job-1/participate", bearer: "tok", status: 200, bad: true,
+			body: `{"job_id": "job-1", "state": "running", "round": 0, "attempt": 0, "stage": "waiting", "joined": 0, "cohort_size": 3}`},
+	} {
+		t.Run(strings.ReplaceAll(c.what, " ", "_"), func(t *testing.T) {
+			fr := &fakeReporter{T: t}
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				ct := c.ct
+				if ct == "" && c.body != "" {
+					ct = "application/json"
+				}
+				if ct != "" {
+					w.Header().Set("Content-Type", ct)
+				}
+				for k, v := range c.header {
+					w.Header().Set(k, v)
+				}
+				w.WriteHeader(c.status)
+				io.WriteString(w, c.body)
+			})
+			cc := contractCheck(fr, h)
+			req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.reqBody))
+			if c.bearer != "" {
+				req.Header.Set("Authorization", "Bearer "+c.bearer)
+			}
+			if c.roundToken {
+				req.Header.Set(types.ClientTokenHeader, strings.Repeat("0", 32))
+			}
+			rec := httptest.NewRecorder()
+			cc.ServeHTTP(rec, req)
+			if rec.Code != c.status || rec.Body.String() != c.body {
+				t.Errorf("the checker changed the response: %d %q", rec.Code, rec.Body.String())
+			}
+			if got := len(fr.errs) > 0; got != c.bad {
+				t.Errorf("checker reported %q, want a mismatch: %v", fr.errs, c.bad)
+			}
+		})
+	}
+}
+
+// syntheticDevice is n examples in Fashion-MNIST's shape for a device.
+func syntheticDevice(n int, seed uint64) *data.Dataset {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	ds := &data.Dataset{Dim: 784, Classes: 10, X: make([]float32, n*784), Y: make([]uint8, n)}
+	for i := range n {
+		ds.Y[i] = uint8(i % 10)
+		for j := range 784 {
+			ds.X[i*784+j] = rng.Float32()
+		}
+	}
+	return ds
+}
+
+// Every operation of the contract but the deprecated aliases answers a
+// success at least once here, through the contract checker: a signed log,
+// a shared budget, a DP job with canaries charged to it, a job with secure
+// aggregation, a devices job whose three devices run a whole round over
+// HTTP, and a cancelled job. With the other API tests, which hit the
+// error responses, this checks every schema against real responses.
+func TestContractTour(t *testing.T) {
+	s := newTestServerWith(t, Config{DeviceRate: 1000, DeviceBurst: 1000})
+	skey, _, err := note.GenerateKey(crand.Reader, "dpfl/contract-tour")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.SetLogSigner(skey); err != nil {
+		t.Fatal(err)
+	}
+	must := func(method, path, bearer, body string, want int, out any) {
+		t.Helper()
+		if code, e := s.call(method, path, bearer, "", body, out); code != want {
+			t.Fatalf("%s %s: %d %s, want %d", method, path, code, e.Error, want)
+		}
+	}
+	must("GET", "/healthz", "", "", 200, nil)
+	must("GET", "/v1/openapi.json", "", "", 200, nil)
+	must("PUT", "/v1/budgets/tour", "tok", `{"epsilon_budget": 50, "delta": 1e-5}`, 201, nil)
+	var dpJob, secJob, devJob, cancelled types.Status
+	must("POST", "/v1/jobs", "tok", `{"rounds": 2, "population": {"size": 300}, "sampling": {"rate": 0.1}, "dp": {"budget": "tour"}, "audit": {"canaries": 8}}`, 201, &dpJob)
+	must("POST", "/v1/jobs", "tok", `{"rounds": 1, "population": {"size": 300}, "sampling": {"scheme": "fixed", "cohort_size": 5}, "dp": {"enabled": false}, "secure_aggregation": true}`, 201, &secJob)
+	must("POST", "/v1/jobs", "tok", `{"population":{"source":"devices","size":10},"sampling":{"scheme":"fixed","cohort_size":3},"secure_aggregation":true,"rounds":1,"dp":{"enabled":false},"secagg":{"min_clients":3,"stage_timeout_seconds":30}}`, 201, &devJob)
+	must("POST", "/v1/jobs", "tok", `{"rounds": 100000, "population": {"size": 300}, "sampling": {"rate": 0.1}, "dp": {"enabled": false}}`, 201, &cancelled)
+	must("POST", "/v1/jobs/"+cancelled.ID+"/cancel", "tok", "", 200, nil)
+
+	// Three devices take part in the devices job's round over HTTP, each
+	// request and response checked.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range errs {
+		var en types.Enrollment
+		must("POST", "/v1/jobs/"+devJob.ID+"/devices", "tok", "", 201, &en)
+		d := &dpfldevice.Device{Server: dpfldevice.HTTP(client.New(s.url, en.Credential), 10*time.Millisecond), JobID: devJob.ID,
+			Data: syntheticDevice(20, uint64(10+i)), Poll: 10 * time.Millisecond, Workers: 1}
+		wg.Go(func() { errs[i] = d.Run(ctx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("device %d: %v", i, err)
+		}
+	}
+	for _, id := range []string{dpJob.ID, secJob.ID, devJob.ID} {
+		s.m.Wait(id)
+		var st types.Status
+		must("GET", "/v1/jobs/"+id, "audit", "", 200, &st)
+		if st.State != types.StateCompleted {
+			t.Fatalf("job %s: %s %s", id, st.State, st.Message)
+		}
+		must("GET", "/v1/jobs/"+id+"/metrics", "audit", "", 200, nil)
+		must("GET", "/v1/jobs/"+id+"/rounds", "audit", "", 200, nil)
+		must("GET", "/v1/jobs/"+id+"/privacy", "audit", "", 200, nil)
+		must("GET", "/v1/jobs/"+id+"/model", "audit", "", 200, nil)
+		must("GET", "/v1/log/jobs/"+id+"/bundle?since=1", "audit", "", 200, nil)
+	}
+	var rep types.PrivacyReport
+	must("GET", "/v1/jobs/"+dpJob.ID+"/privacy", "audit", "", 200, &rep)
+	if rep.Epsilon == nil || rep.EmpiricalEpsilon == nil || rep.Accounting == nil {
+		t.Fatalf("the DP job's report lacks ε, the canary audit or the accounting: %+v", rep)
+	}
+	must("GET", "/v1/jobs/"+devJob.ID+"/devices", "audit", "", 200, nil)
+	must("GET", "/v1/jobs", "audit", "", 200, nil)
+	must("GET", "/v1/budgets/tour", "audit", "", 200, nil)
+	must("GET", "/v1/log/key", "audit", "", 200, nil)
+	must("GET", "/v1/log/checkpoint", "audit", "", 200, nil)
+	must("GET", "/v1/log/consistency?old=1", "audit", "", 200, nil)
+	must("GET", "/v1/log/leaves?start=0&end=3", "audit", "", 200, nil)
+	must("GET", "/v1/log/leaves", "audit", "", 200, nil)
+	must("GET", "/metrics", "audit", "", 200, nil)
+	openMetrics, _ := http.NewRequest("GET", s.url+"/metrics", nil)
+	openMetrics.Header.Set("Authorization", "Bearer tok")
+	openMetrics.Header.Set("Accept", "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+	if resp, err := http.DefaultClient.Do(openMetrics); err != nil || resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/openmetrics-text") {
+		t.Fatalf("GET /metrics as OpenMetrics: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// The dashboard: /ui redirects to /ui/ (which the client follows),
+	// files by any depth, HEAD as GET.
+	must("GET", "/ui", "", "", 200, nil)
+	must("HEAD", "/ui", "", "", 200, nil)
+	must("HEAD", "/ui/", "", "", 200, nil)
+	must("GET", "/ui/app.js", "", "", 200, nil)
+	must("HEAD", "/ui/app.css", "", "", 200, nil)
+	must("GET", "/ui/vendor/nope.js", "", "", 404, nil)
+
+	cc, _ := checkers.Load(t)
+	ops := cc.(*contractChecker).statuses()
+	t.Logf("statuses by operation: %v", ops)
+	for _, op := range operations(loadContract(t)) {
+		if op.Deprecated {
+			continue
+		}
+		succeeded := false
+		for code := range ops[op.OperationID] {
+			succeeded = succeeded || code < 400 // /ui's redirect included
+		}
+		if !succeeded {
+			t.Errorf("%s never answered a success in the tour: %v", op.OperationID, ops[op.OperationID])
+		}
+	}
+}
+
+// operations lists the contract's operations.
+func operations(c *contract) []*openapi3.Operation {
+	var out []*openapi3.Operation
+	for _, item := range c.doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			out = append(out, op)
+		}
+	}
+	return out
+}
