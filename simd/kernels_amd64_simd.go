@@ -118,9 +118,20 @@ func reluMask(d, a []float32) {
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if hasAVX512 {
+		if transB && !transA && m > 4*sgemmMR && hasAVX2 {
+			// NT with many rows (the CNN's convolutions): the assembly
+			// kernel's 5×16 tiles measured 2–15× gemmAVX512's dot-product
+			// tiles on a Zen 5 core (conv1 13520×32×9: 5.4 → 80 GFLOP/s;
+			// conv2 11520×64×288: 33 → 70); at every other shape the
+			// models train, gemmAVX512 is on a par or faster
+			// (docs/performance.md, "AVX-512 machines").
+			sgemmAsm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+			return
+		}
 		gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
-	} else if hasAVX2 {
+	}
+	if hasAVX2 {
 		if transB && !transA && m <= 4*sgemmMR && n > sgemmNR {
 			// NT with few rows (the dense layers' forward pass at batch
 			// 20): the assembly kernel must transpose all of B into
