@@ -118,6 +118,23 @@ func (s *ClippedSum) Reset() {
 	s.count, s.clipped, s.normSum = 0, 0, 0
 }
 
+// SetClip sets the clip norm C (> 0; panics otherwise) for the deltas
+// added from now on: adaptive clipping changes C between rounds, after
+// Reset.
+func (s *ClippedSum) SetClip(clip float64) {
+	if !(clip > 0) {
+		panic(fmt.Sprintf("dp: clip norm must be > 0, got %v", clip))
+	}
+	s.clip = clip
+}
+
+// Clip is the clip norm C.
+func (s *ClippedSum) Clip() float64 { return s.clip }
+
+// Unclipped is the number of added deltas with norm at most C: Σ b_i of
+// adaptive clipping (Andrew et al. 2021).
+func (s *ClippedSum) Unclipped() int { return s.count - s.clipped }
+
 // Sum is the running clipped sum, aliased (length dim).
 func (s *ClippedSum) Sum() []float32 { return s.sum }
 

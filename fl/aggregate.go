@@ -41,6 +41,16 @@ type AggregateStats struct {
 	ClippedFraction float64
 	// SecAgg describes the secure aggregation instance, when there was one.
 	SecAgg *SecAggStats
+	// Adaptive is the round's adaptive clipping, when there was one.
+	Adaptive *AdaptiveStats
+}
+
+// AdaptiveStats is one round of adaptive clipping: released values only.
+type AdaptiveStats struct {
+	// ClipNorm is C_t, the clip norm the round used.
+	ClipNorm float64
+	// NoisyUnclippedFraction is b̃_t (AdaptiveClip.NoisyFraction).
+	NoisyUnclippedFraction float64
 }
 
 // ErrEmptyCohort is returned by the non-private aggregator when no client
@@ -53,18 +63,34 @@ var ErrEmptyCohort = errors.New("fl: no client with examples reported this round
 // coordinate, divide by the fixed expected cohort size. Uniform weighting
 // keeps one user's influence at C/expected.
 type GaussianAggregator struct {
-	// Params holds C and z.
+	// Params holds C and z (with Adaptive, z is the round's total
+	// multiplier and C is unused).
 	Params dp.Params
 	// Rand is the secure noise source (dp.NewSecureRand).
 	Rand *rand.Rand
+	// Adaptive, when set, is adaptive clipping's state (AdaptiveClip): the
+	// round clips to Adaptive.Clip, the sum takes noise z_Δ·C_t
+	// (DeltaNoiseMultiplier) and Release moves Adaptive.Clip on.
+	Adaptive *AdaptiveClip
+}
+
+// clip is the clip norm of the round about to run.
+func (g *GaussianAggregator) clip() float64 {
+	if g.Adaptive != nil {
+		return g.Adaptive.Clip
+	}
+	return g.Params.ClipNorm
 }
 
 // NewAccumulator returns a dp.ClippedSum accumulator.
 func (g *GaussianAggregator) NewAccumulator(dim int) Accumulator {
-	return &clippedAcc{dp.NewClippedSum(dim, g.Params.ClipNorm)}
+	return &clippedAcc{dp.NewClippedSum(dim, g.clip()), g}
 }
 
-// Release adds the Gaussian noise and divides by expected (> 0).
+// Release adds the Gaussian noise and divides by expected (> 0). With
+// Adaptive it also releases the noisy unclipped fraction and sets the
+// next round's clip norm; an undefined z_Δ is an error and releases
+// nothing.
 func (g *GaussianAggregator) Release(dst []float32, accs []Accumulator, expected float64) (AggregateStats, error) {
 	if !(expected > 0) {
 		return AggregateStats{}, fmt.Errorf("fl: expected cohort size must be > 0, got %v", expected)
@@ -73,15 +99,39 @@ func (g *GaussianAggregator) Release(dst []float32, accs []Accumulator, expected
 	for _, a := range accs[1:] {
 		total.Merge(a.(*clippedAcc).ClippedSum)
 	}
-	dp.Release(dst, total.Sum(), g.Params, expected, g.Rand)
-	return AggregateStats{Clients: total.Count(), MeanNorm: total.MeanNorm(), ClippedFraction: total.ClippedFraction()}, nil
+	st := AggregateStats{Clients: total.Count(), MeanNorm: total.MeanNorm(), ClippedFraction: total.ClippedFraction()}
+	a := g.Adaptive
+	if a == nil {
+		dp.Release(dst, total.Sum(), g.Params, expected, g.Rand)
+		return st, nil
+	}
+	zDelta, err := DeltaNoiseMultiplier(g.Params.NoiseMultiplier, a.CountStd)
+	if err != nil {
+		return st, err
+	}
+	c := total.Clip()
+	dp.Release(dst, total.Sum(), dp.Params{ClipNorm: c, NoiseMultiplier: zDelta}, expected, g.Rand)
+	b := a.NoisyFraction(total.Unclipped(), total.Count(), expected, g.Rand)
+	a.Clip = a.Next(c, b)
+	st.Adaptive = &AdaptiveStats{ClipNorm: c, NoisyUnclippedFraction: b}
+	return st, nil
 }
 
-type clippedAcc struct{ *dp.ClippedSum }
+// clippedAcc is one worker's clipped sum; Reset takes up the clip norm
+// of the round about to run (adaptive clipping changes it).
+type clippedAcc struct {
+	*dp.ClippedSum
+	g *GaussianAggregator
+}
 
 func (c *clippedAcc) Add(delta []float32, _ int) error {
 	_, err := c.ClippedSum.Add(delta)
 	return err
+}
+
+func (c *clippedAcc) Reset() {
+	c.ClippedSum.Reset()
+	c.SetClip(c.g.clip())
 }
 
 // WeightedMean is non-private FedAvg aggregation: Δ_t = Σ n_i Δ_i / Σ n_i,

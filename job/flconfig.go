@@ -71,7 +71,11 @@ func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers in
 		}
 		return sa
 	case spec.DP.Enabled:
-		return &fl.GaussianAggregator{Params: dp.Params{ClipNorm: spec.DP.ClipNorm, NoiseMultiplier: z}, Rand: secure}
+		g := &fl.GaussianAggregator{Params: dp.Params{ClipNorm: spec.DP.ClipNorm, NoiseMultiplier: z}, Rand: secure}
+		if a := spec.DP.AdaptiveClipping; a != nil {
+			g.Adaptive = adaptiveClip(spec, a.InitialClip) // the runner sets a resumed job's clip
+		}
+		return g
 	default:
 		return fl.WeightedMean{}
 	}

@@ -164,6 +164,9 @@ func (jr *jobRun) evaluate(met *types.RoundMetrics, res roundResult, start time.
 	met.MeanUpdateNorm, met.ClippedFraction, met.Rejected, met.Stragglers = st.MeanNorm, st.ClippedFraction, st.Rejected, st.Stragglers
 	met.Unavailable, met.DroppedOut, met.Late = res.unavailable, res.droppedOut, st.Late
 	met.SecAgg = wireSecAgg(st.SecAgg)
+	if a := st.Adaptive; a != nil {
+		met.NoisyClipNorm, met.NoisyUnclippedFraction = &a.ClipNorm, &a.NoisyUnclippedFraction
+	}
 	if st.EstimatedSeconds > 0 {
 		jr.estimatedTotal += st.EstimatedSeconds
 		met.EstimatedSeconds, met.EstimatedTotalSeconds = st.EstimatedSeconds, jr.estimatedTotal

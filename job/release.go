@@ -22,7 +22,8 @@ import (
 // cohort's size), and the test score of leaf and synthetic jobs, whose
 // test split is the users' own data.
 func released(met types.RoundMetrics, spec types.Spec) types.RoundMetrics {
-	out := types.RoundMetrics{Round: met.Round, Epsilon: met.Epsilon, Accountant: met.Accountant, Time: met.Time}
+	out := types.RoundMetrics{Round: met.Round, Epsilon: met.Epsilon, Accountant: met.Accountant, Time: met.Time,
+		NoisyClipNorm: met.NoisyClipNorm, NoisyUnclippedFraction: met.NoisyUnclippedFraction}
 	if spec.Sampling.Scheme == "fixed" && spec.Population.Source != "devices" {
 		out.Selected = met.Selected
 	}

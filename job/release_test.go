@@ -74,6 +74,9 @@ func TestDPReleases(t *testing.T) {
 			s.SecureAggregation = true
 		},
 		"synthetic": func(s *types.Spec) { s.Dataset = "synthetic"; s.Population.Size = 100 },
+		"adaptive clipping": func(s *types.Spec) {
+			s.DP.AdaptiveClipping = &types.AdaptiveClippingSpec{}
+		},
 	}
 	for name, edit := range jobs {
 		st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 5; edit(s) }))

@@ -254,6 +254,14 @@ func (m *Manager) planPrivacy(spec types.Spec) (types.Spec, error) {
 	if err != nil {
 		return spec, err
 	}
+	spec = withAdaptiveDefaults(spec)
+	zField := "dp.noise_multiplier"
+	if spec.DP.TargetEpsilon > 0 {
+		zField = "dp.target_epsilon"
+	}
+	if err := checkAdaptiveNoise(spec, zField); err != nil {
+		return spec, err
+	}
 	if spec.DP.AbortDelta, err = abortDelta(spec); err != nil {
 		return spec, err
 	}

@@ -132,6 +132,15 @@ func (jr *jobRun) newSimulatedRunner(mdl model.Model, pop data.Population, secur
 	s := &simulatedRunner{pop: pop, alg: alg, sampler: sampler, part: participationModel(spec.Participation, spec.Seed),
 		amongAvailable: spec.Participation.AmongAvailable, size: size, secure: secure}
 	s.secAgg, _ = alg.Aggregate.(*fl.SecureAggregator)
+	if g, ok := alg.Aggregate.(*fl.GaussianAggregator); ok && g.Adaptive != nil {
+		metrics, err := m.db.Metrics(jr.job.ID)
+		if err != nil {
+			return nil, err
+		}
+		if g.Adaptive.Clip, err = resumeClip(spec, jr.job.Round, metrics); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Audit.Canaries > 0 {
 		var err error
 		if alg.Canaries, err = m.canaries(jr.job.ID, spec, n); err != nil {

@@ -159,6 +159,9 @@ func deprecatedKey(e *fieldErrs, warnings *[]string, obj map[string]json.RawMess
 
 // fieldByKey is the field of struct type t that JSON key k decodes into.
 func fieldByKey(t reflect.Type, k string) (reflect.StructField, bool) {
+	for t.Kind() == reflect.Pointer { // an optional sub-spec
+		t = t.Elem()
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")

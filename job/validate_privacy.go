@@ -15,7 +15,30 @@ func validateDP(e *fieldErrs, s types.Spec) {
 	e.rng("dp.delta", d.Delta)
 	e.rng("dp.epsilon_budget", d.EpsilonBudget)
 	e.rng("dp.target_epsilon", d.TargetEpsilon)
+	validateAdaptiveClipping(e, s)
 	validateReleases(e, s)
+}
+
+// validateAdaptiveClipping checks dp.adaptive_clipping (adaptive.go): its
+// ranges (0 takes the default), and the configurations it does not run
+// with yet. z_Δ's existence needs the final z and σ_b, so planPrivacy
+// checks it (checkAdaptiveNoise).
+func validateAdaptiveClipping(e *fieldErrs, s types.Spec) {
+	a := s.DP.AdaptiveClipping
+	if a == nil {
+		return
+	}
+	const f = "dp.adaptive_clipping."
+	e.rng(f+"target_quantile", a.TargetQuantile)
+	e.rng(f+"learning_rate", a.LearningRate)
+	e.rng(f+"initial_clip", a.InitialClip)
+	e.rng(f+"count_noise_multiplier", a.CountNoiseMultiplier)
+	if s.SecureAggregation || s.Population.Source == "devices" {
+		e.addf("dp.adaptive_clipping", types.RuleConflict, "runs in central mode only for now: under secure aggregation each client's clipped bit would have to travel in the secure sum, which is not built yet (issue 16); remove secure_aggregation or dp.adaptive_clipping")
+	}
+	if s.Audit.Canaries > 0 {
+		e.addf("dp.adaptive_clipping", types.RuleConflict, "cannot run with audit.canaries: the canaries are clipped to a fixed dp.clip_norm; remove one of them")
+	}
 }
 
 // validateReleases refuses DP configurations whose releases no ledger

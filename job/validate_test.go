@@ -110,6 +110,9 @@ func isInt(t *testing.T, path string) bool {
 			t.Fatalf("no field %s", path)
 		}
 		ty = f.Type
+		for ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
 	}
 	return ty.Kind() == reflect.Int
 }

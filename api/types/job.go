@@ -161,6 +161,16 @@ type RoundMetrics struct {
 	// SecAgg describes the round's secure aggregation instance (with
 	// secure_aggregation only).
 	SecAgg *SecAggStats `json:"secagg,omitempty"`
+	// NoisyClipNorm is the clip norm C_t the round clipped with, under
+	// adaptive clipping (dp.adaptive_clipping) only: a function of the
+	// earlier rounds' NoisyUnclippedFraction, so released under DP.
+	NoisyClipNorm *float64 `json:"noisy_clip_norm,omitempty"`
+	// NoisyUnclippedFraction is b̃_t, the noisy fraction of the round's
+	// updates with norm at most C_t (Andrew et al. 2021, Algorithm 1):
+	// (Σ(b_i − 1/2) + N(0, σ_b²))/m + 1/2 with m the expected cohort.
+	// Under adaptive clipping only; its noise is part of the round's
+	// Gaussian event in the ledger.
+	NoisyUnclippedFraction *float64 `json:"noisy_unclipped_fraction,omitempty"`
 	// Epsilon is ε at the job's δ after this round (absent without DP).
 	Epsilon *float64 `json:"epsilon,omitempty"`
 	// Accountant names the accountant whose bound Epsilon is.

@@ -275,10 +275,39 @@ type DPSpec struct {
 	// releases called it dp.privacy_unit, which is still read, with a
 	// warning.
 	Budget string `json:"budget,omitempty"`
+	// AdaptiveClipping, when set, adapts C each round towards a quantile
+	// of the clients' update norms instead of keeping dp.clip_norm
+	// (Andrew et al. 2021); ClipNorm is then unused.
+	AdaptiveClipping *AdaptiveClippingSpec `json:"adaptive_clipping,omitempty"`
 	// AbortDelta is set by the server at submit, never by the user: the
 	// part of Delta that secure aggregation's aborts and retries cost
 	// (abort.go); the accountant reports ε at Delta − AbortDelta.
 	AbortDelta float64 `json:"abort_delta,omitempty"`
+}
+
+// AdaptiveClippingSpec configures adaptive clipping (Andrew, Thakkar,
+// McMahan and Ramaswamy, NeurIPS 2021, "Differentially private learning
+// with adaptive clipping", Algorithm 1 with the geometric update): each
+// client also reports the bit b_i = [‖Δ_i‖ ≤ C_t]; the server releases
+// b̃_t = (Σ(b_i − 1/2) + N(0, σ_b²))/m + 1/2 (m the expected cohort) and
+// sets C_{t+1} = C_t·exp(−η_C·(b̃_t − γ)). The round stays one Gaussian
+// mechanism of the declared z: the update's noise multiplier is z_Δ =
+// (z⁻² − (2σ_b)⁻²)^(−1/2) (§3), defined only for 2σ_b > z. Zero fields
+// take the defaults of the paper's experiments.
+type AdaptiveClippingSpec struct {
+	// TargetQuantile is γ ∈ (0, 1), the fraction of updates to leave
+	// unclipped; default 0.5 (the median).
+	TargetQuantile float64 `json:"target_quantile"`
+	// LearningRate is η_C > 0 of the geometric update; default 0.2.
+	LearningRate float64 `json:"learning_rate"`
+	// InitialClip is C_0 > 0; default 0.1.
+	InitialClip float64 `json:"initial_clip"`
+	// CountNoiseMultiplier is σ_b, the standard deviation of the noise on
+	// the count of unclipped updates, in updates; the centred count has
+	// sensitivity 1/2, so its own noise multiplier is 2σ_b. Default (0):
+	// m/20 for an expected cohort of m, as in the paper; the server
+	// stores the value it used.
+	CountNoiseMultiplier float64 `json:"count_noise_multiplier"`
 }
 
 // AuditSpec configures a DP job's empirical privacy estimate: canary

@@ -1,0 +1,170 @@
+package fl
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/dpfl/dpfl/dp"
+)
+
+// DeltaNoiseMultiplier against its closed form and the paper's example:
+// z⁻² = z_Δ⁻² + (2σ_b)⁻², and undefined for 2σ_b ≤ z.
+func TestDeltaNoiseMultiplier(t *testing.T) {
+	for _, c := range []struct{ z, sb float64 }{{1, 6}, {1, 0.51}, {0.5, 100}, {3, 2}} {
+		zd, err := DeltaNoiseMultiplier(c.z, c.sb)
+		if err != nil {
+			t.Fatalf("z=%v σ_b=%v: %v", c.z, c.sb, err)
+		}
+		if got := 1/(zd*zd) + 1/(4*c.sb*c.sb); math.Abs(got-1/(c.z*c.z)) > 1e-12 {
+			t.Errorf("z=%v σ_b=%v: z_Δ⁻² + (2σ_b)⁻² = %v, want z⁻² = %v", c.z, c.sb, got, 1/(c.z*c.z))
+		}
+		if !(zd > c.z) {
+			t.Errorf("z=%v σ_b=%v: z_Δ = %v should exceed z", c.z, c.sb, zd)
+		}
+	}
+	// Andrew et al. 2021, §3: with m = 100 clients and σ_b = m/20 = 5, z = 1
+	// leaves z_Δ = (1 − 1/100)^(−1/2) ≈ 1.00504.
+	if zd, _ := DeltaNoiseMultiplier(1, 5); math.Abs(zd-1/math.Sqrt(0.99)) > 1e-12 {
+		t.Errorf("z_Δ(1, 5) = %v, want %v", zd, 1/math.Sqrt(0.99))
+	}
+	for _, c := range []struct{ z, sb float64 }{{1, 0.5}, {1, 0.2}, {0, 1}, {1, 0}, {math.Inf(1), 1}, {math.NaN(), 1}} {
+		if _, err := DeltaNoiseMultiplier(c.z, c.sb); err == nil {
+			t.Errorf("z=%v σ_b=%v accepted", c.z, c.sb)
+		}
+	}
+}
+
+// adaptiveRelease runs GaussianAggregator.Release with adaptive clipping
+// over deltas at clip c and expected cohort m, with the noise drawn from
+// a generator seeded by seed, and returns the released sum, b̃ and the
+// next clip norm.
+func adaptiveRelease(t *testing.T, deltas [][]float32, c, z, sb, m float64, seed uint64) ([]float32, float64, float64) {
+	t.Helper()
+	g := &GaussianAggregator{Params: dp.Params{NoiseMultiplier: z}, Rand: rand.New(rand.NewPCG(seed, 1)),
+		Adaptive: &AdaptiveClip{Clip: c, TargetQuantile: 0.5, LearningRate: 0.2, CountStd: sb}}
+	d := len(deltas[0])
+	acc := g.NewAccumulator(d)
+	acc.Reset()
+	for _, delta := range deltas {
+		if err := acc.Add(append([]float32(nil), delta...), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := make([]float32, d)
+	st, err := g.Release(dst, []Accumulator{acc}, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Adaptive == nil || st.Adaptive.ClipNorm != c {
+		t.Fatalf("stats %+v, want the round's clip %v", st.Adaptive, c)
+	}
+	return dst, st.Adaptive.NoisyUnclippedFraction, g.Adaptive.Clip
+}
+
+// The sensitivity of adaptive clipping's release against neighbouring
+// cohorts, brute force: with the noise draws coupled (one seed), the
+// released sum moves by ‖ΔS‖ and the released count by |ΔB|; in units of
+// their noise (z_Δ·C and σ_b) the joint move must be at most 1/z under
+// add/remove and 2/z under replace-one, the sensitivity of the Gaussian
+// event of multiplier z that the ledger records for the round, and reach
+// it (a client of norm exactly C is both counted and fully clipped).
+func TestAdaptiveClippingSensitivity(t *testing.T) {
+	const d, c, z, sb = 8, 0.7, 1.3, 4.0
+	zd, err := DeltaNoiseMultiplier(z, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	vec := func(norm float64) []float32 {
+		v := make([]float32, d)
+		var s float64
+		for i := range v {
+			v[i] = float32(rng.NormFloat64())
+			s += float64(v[i]) * float64(v[i])
+		}
+		for i := range v {
+			v[i] = float32(float64(v[i]) * norm / math.Sqrt(s))
+		}
+		return v
+	}
+	// Adversaries on both sides of C, at C, and one pointing against
+	// another.
+	var adversaries [][]float32
+	for _, norm := range []float64{0, 0.1 * c, c, c * (1 + 1e-6), 3 * c, 1e3 * c} {
+		adversaries = append(adversaries, vec(norm))
+	}
+	atC := vec(c * (1 - 1e-6)) // at C, below it after float32 rounding: bit 1
+	neg := make([]float32, d)
+	for i := range atC {
+		neg[i] = -atC[i]
+	}
+	clippedNeg := make([]float32, d) // −atC at 3C: clipped, bit 0
+	for i := range neg {
+		clippedNeg[i] = 3 * neg[i]
+	}
+	adversaries = append(adversaries, atC, neg, clippedNeg)
+	base := [][]float32{vec(0.3 * c), vec(2 * c), vec(c), vec(0.9 * c)}
+
+	move := func(a, b [][]float32, seed uint64) float64 {
+		sa, fa, _ := adaptiveRelease(t, a, c, z, sb, 1, seed)
+		sbv, fb, _ := adaptiveRelease(t, b, c, z, sb, 1, seed)
+		var s2 float64
+		for i := range sa {
+			x := float64(sa[i]) - float64(sbv[i])
+			s2 += x * x
+		}
+		sumMove := math.Sqrt(s2) / (zd * c)
+		countMove := math.Abs(fa-fb) / sb // expected cohort 1: b̃ moves by ΔB
+		return math.Hypot(sumMove, countMove)
+	}
+	var worstAdd, worstReplace float64
+	for i, adv := range adversaries {
+		with := append(append([][]float32(nil), base...), adv)
+		worstAdd = max(worstAdd, move(base, with, uint64(i)))
+		for j, other := range adversaries {
+			a := append(append([][]float32(nil), base...), adv)
+			b := append(append([][]float32(nil), base...), other)
+			worstReplace = max(worstReplace, move(a, b, uint64(100+i*len(adversaries)+j)))
+		}
+	}
+	const tol = 1e-5
+	if worstAdd > (1+tol)/z || worstAdd < (1-1e-3)/z {
+		t.Errorf("add/remove: joint move %v noise units, want at most and close to 1/z = %v", worstAdd, 1/z)
+	}
+	if worstReplace > (1+tol)*2/z || worstReplace < (1-1e-3)*2/z {
+		t.Errorf("replace-one: joint move %v noise units, want at most and close to 2/z = %v", worstReplace, 2/z)
+	}
+}
+
+// The geometric update moves C towards the γ-quantile of the norms: with
+// little noise and every client at norm 1, C rises from below and falls
+// from above, and the fraction it reports tracks the truth.
+func TestAdaptiveClipTracksQuantile(t *testing.T) {
+	deltas := make([][]float32, 200)
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := range deltas {
+		norm := 0.5 + rng.Float64() // uniform on [0.5, 1.5]: median 1
+		deltas[i] = []float32{float32(norm), 0, 0, 0}
+	}
+	for _, start := range []float64{0.05, 20} {
+		c := start
+		for round := range 200 {
+			_, frac, next := adaptiveRelease(t, deltas, c, 0.5, 1, float64(len(deltas)), uint64(round))
+			var truth int
+			for _, v := range deltas {
+				if float64(v[0]) <= c {
+					truth++
+				}
+			}
+			// σ_b = 1 over m = 200: b̃ within 4σ_b/m = 0.02 of the truth.
+			if want := float64(truth) / float64(len(deltas)); math.Abs(frac-want) > 0.02 {
+				t.Fatalf("round %d: b̃ = %v, want %v", round, frac, want)
+			}
+			c = next
+		}
+		if math.Abs(c-1) > 0.05 {
+			t.Errorf("from C_0 = %v: C after 200 rounds = %v, want the median 1", start, c)
+		}
+	}
+}
