@@ -2,7 +2,7 @@
 // implements, in-process on the fl package, and writes for each a
 // markdown table and a PNG plot (gonum/plot) of test accuracy per round:
 //
-//		dpfl-experiments [--out docs/experiments] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|all
+//		dpfl-experiments [--out docs/experiments] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|adaptive-clipping|all
 //
 //	  - fedopt: Reddi et al. 2021 ("Adaptive Federated Optimization"):
 //	    FedAvg, FedAvgM, FedAdagrad, FedAdam and FedYogi over a few server
@@ -16,6 +16,10 @@
 //	    Networks"), Figure 1's setting: Synthetic(α, β) with 30 devices,
 //	    about 10% per round, E = 20, B = 10, lr 0.01, μ ∈ {0, 1}, with and
 //	    without 50% stragglers.
+//	  - adaptive-clipping: Andrew et al. 2021 ("Differentially private
+//	    learning with adaptive clipping"): the demo's DP-FedAvg (6,000
+//	    users, q = 0.02, z = 1) with the MLP on Dirichlet(0.1) label skew,
+//	    adaptive C (γ = 0.5) against a grid of five fixed C.
 //
 // Simulation randomness (partition, shuffles, non-DP cohorts) is seeded;
 // DP runs draw cohorts and noise from crypto/rand.
@@ -64,16 +68,16 @@ func run(args []string, out io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: dpfl-experiments [--out DIR] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|all")
+		return errors.New("usage: dpfl-experiments [--out DIR] [--data-dir DIR] [--quick] fedopt|fedopt-dp|fedprox|adaptive-clipping|all")
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return err
 	}
 	x := &env{dir: *dir, dataDir: *dataDir, quick: *quick, out: out}
-	exps := map[string]func(*env) error{"fedopt": fedOpt, "fedopt-dp": fedOptDP, "fedprox": fedProx}
+	exps := map[string]func(*env) error{"fedopt": fedOpt, "fedopt-dp": fedOptDP, "fedprox": fedProx, "adaptive-clipping": adaptiveClipping}
 	names := []string{fs.Arg(0)}
 	if fs.Arg(0) == "all" {
-		names = []string{"fedopt", "fedprox"} // fedopt runs fedopt-dp at its best rates
+		names = []string{"fedopt", "fedprox", "adaptive-clipping"} // fedopt runs fedopt-dp at its best rates
 	}
 	for _, n := range names {
 		f, ok := exps[n]
@@ -124,7 +128,10 @@ type setup struct {
 	seed      uint64
 	// dp, when set, clips and noises (DP-FedAvg) with cohorts and noise
 	// from crypto/rand.
-	dp         *dp.Params
+	dp *dp.Params
+	// adaptive, when set with dp, adapts the clip norm (Andrew et al.
+	// 2021) from this starting state.
+	adaptive   *fl.AdaptiveClip
 	stragglers float64
 	dropStrag  bool
 	// trainLoss also evaluates the global model on the pooled training
@@ -143,6 +150,11 @@ type curve struct {
 	trainLoss []float64
 	seconds   float64
 	epsilon   float64
+	// clip is, under adaptive clipping, every round's C_t, with the noisy
+	// fraction b̃_t the server released and the true fraction of updates
+	// with norm at most C_t (which the experiment may look at; a job never
+	// releases it).
+	clip, noisyFrac, trueFrac []float64
 }
 
 func (c curve) final() float64 { return c.acc[len(c.acc)-1] }
@@ -165,7 +177,12 @@ func train(s setup) (curve, error) {
 		if err != nil {
 			return curve{}, err
 		}
-		alg.Aggregate = &fl.GaussianAggregator{Params: *s.dp, Rand: secure}
+		g := &fl.GaussianAggregator{Params: *s.dp, Rand: secure}
+		if s.adaptive != nil {
+			a := *s.adaptive
+			g.Adaptive = &a
+		}
+		alg.Aggregate = g
 		if sampleRand, err = dp.NewSecureRand(); err != nil {
 			return curve{}, err
 		}
@@ -177,8 +194,13 @@ func train(s setup) (curve, error) {
 	start := time.Now()
 	n := s.fed.NumClients()
 	for r := 1; r <= s.rounds; r++ {
-		if _, err := alg.Round(context.Background(), r, params, s.fed, s.sampler.Sample(n, sampleRand), s.sampler.ExpectedSize(n)); err != nil {
+		st, err := alg.Round(context.Background(), r, params, s.fed, s.sampler.Sample(n, sampleRand), s.sampler.ExpectedSize(n))
+		if err != nil {
 			return c, fmt.Errorf("%s round %d: %w", s.name, r, err)
+		}
+		if a := st.Adaptive; a != nil {
+			c.clip, c.noisyFrac = append(c.clip, a.ClipNorm), append(c.noisyFrac, a.NoisyUnclippedFraction)
+			c.trueFrac = append(c.trueFrac, 1-st.ClippedFraction)
 		}
 		if r%s.evalEvery == 0 || r == s.rounds {
 			met := eval.Dataset(params, s.test)
