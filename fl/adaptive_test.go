@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dpfl/dpfl/dp"
+	"github.com/dpfl/dpfl/secagg"
 )
 
 // DeltaNoiseMultiplier against its closed form and the paper's example:
@@ -166,5 +167,86 @@ func TestAdaptiveClipTracksQuantile(t *testing.T) {
 		if math.Abs(c-1) > 0.05 {
 			t.Errorf("from C_0 = %v: C after 200 rounds = %v, want the median 1", start, c)
 		}
+	}
+}
+
+// Under secure aggregation the bit travels in the secure sum: with noise
+// too small to move the rounded count (2σ_b = 0.002 ring units), b̃ is
+// exactly the centred count of updates with norm ≤ C over m, plus 1/2,
+// as the central aggregator computes it; the update's mean matches the
+// central one up to the fixed point; C moves on by the same rule; and
+// no per-client statistic leaves the protocol.
+func TestSecureAdaptiveClipping(t *testing.T) {
+	const n, d, clip, expected = 20, 300, 0.5, 25.0
+	gen := rand.New(rand.NewPCG(11, 12))
+	deltas := make([][]float32, n)
+	unclipped := 0
+	for i := range deltas {
+		deltas[i] = make([]float32, d)
+		scale := gen.Float64() * 0.06 // norms from 0 to ~1: about half clipped
+		var s float64
+		for j := range deltas[i] {
+			deltas[i][j] = float32(gen.NormFloat64() * scale)
+			s += float64(deltas[i][j]) * float64(deltas[i][j])
+		}
+		if math.Sqrt(s) <= clip {
+			unclipped++
+		}
+	}
+	if unclipped == 0 || unclipped == n {
+		t.Fatalf("%d of %d unclipped: the test needs both", unclipped, n)
+	}
+	const z, sb = 1e-6, 1e-3
+	state := func() *AdaptiveClip {
+		return &AdaptiveClip{Clip: clip, TargetQuantile: 0.5, LearningRate: 0.2, CountStd: sb}
+	}
+	central := &GaussianAggregator{Params: dp.Params{NoiseMultiplier: z}, Rand: secureRand(t), Adaptive: state()}
+	plain, pst, err := release(t, central, deltas, expected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &SecureAggregator{Params: dp.Params{NoiseMultiplier: z}, DP: true, MinClients: 3, Rand: secureRand(t),
+		Dropouts: rand.New(rand.NewPCG(1, 1)), Adaptive: state()}
+	got, st, err := release(t, sec, deltas, expected)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := (float64(unclipped)-n/2.0)/expected + 0.5
+	if st.Adaptive == nil || st.Adaptive.ClipNorm != clip || st.Adaptive.NoisyUnclippedFraction != want {
+		t.Fatalf("secure adaptive stats %+v, want C = %v and b̃ = %v", st.Adaptive, clip, want)
+	}
+	if math.Abs(pst.Adaptive.NoisyUnclippedFraction-want) > 1e-3 {
+		t.Fatalf("central b̃ = %v, want %v", pst.Adaptive.NoisyUnclippedFraction, want)
+	}
+	if next := sec.Adaptive.Clip; next != state().Next(clip, want) {
+		t.Fatalf("next clip %v, want %v", next, state().Next(clip, want))
+	}
+	enc, err := secagg.NewEncoding(n, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := n*(enc.RoundingSlack(d)+math.Ldexp(1, -enc.FracBits))/expected + 1e-4
+	for j := range got {
+		if diff := math.Abs(float64(got[j] - plain[j])); diff > bound {
+			t.Fatalf("coordinate %d: secure %v, central %v (bound %g)", j, got[j], plain[j], bound)
+		}
+	}
+	if st.ClippedFraction != 0 || st.MeanNorm != 0 {
+		t.Fatalf("per-client statistics leaked out of secure aggregation: %+v", st)
+	}
+}
+
+// The bit's ring encoding: ±1, summing to 2·Σ(b_i − 1/2), read back as a
+// signed count.
+func TestClipBitsInTheRing(t *testing.T) {
+	if EncodeClipBit(0.5, 0.5) != 1 || EncodeClipBit(0.50001, 0.5) != math.MaxUint32 {
+		t.Fatal("bit at and above C")
+	}
+	var sum uint32
+	for i := range 7 { // 2 unclipped, 5 clipped: Σ2(b−½) = −3
+		sum += EncodeClipBit(float64(i), 1.5)
+	}
+	if got := ReleaseClipBits([]uint32{sum}, 1e-9, 10, rand.New(rand.NewPCG(1, 1))); got != -1.5/10+0.5 {
+		t.Fatalf("b̃ = %v, want %v", got, -1.5/10+0.5)
 	}
 }

@@ -136,6 +136,13 @@ type SecureAggregator struct {
 	Workers int
 	// Attempt is copied into the stats (the runner numbers retries).
 	Attempt int
+	// Adaptive, when set (under DP), is adaptive clipping's state
+	// (AdaptiveClip): each client clips to Adaptive.Clip and appends its
+	// bit to its input (EncodeClipBit), the server adds noise z_Δ·C·2^f
+	// to the update's coordinates and 2σ_b to the bit's, and Release
+	// moves Adaptive.Clip on. The bit travels inside the secure sum: the
+	// server never sees a client's bit or an un-noised count.
+	Adaptive *AdaptiveClip
 	// MaxClients, when > 0, is a public bound on the cohort that fixes the
 	// fixed-point encoding (secagg.NewEncoding). Under DP it must be set:
 	// an encoding chosen from the realised cohort size would reveal that
@@ -200,7 +207,17 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if s.MaxClients > 0 {
 		bound = s.MaxClients
 	}
-	enc, err := secagg.NewEncoding(bound, s.Params.ClipNorm)
+	noise, dim := s.Params, d
+	if a := s.Adaptive; a != nil {
+		// The bit adds one coordinate; z_Δ first, so that an undefined
+		// one releases nothing.
+		z, err := DeltaNoiseMultiplier(s.Params.NoiseMultiplier, a.CountStd)
+		if err != nil {
+			return st, err
+		}
+		noise, dim = dp.Params{ClipNorm: a.Clip, NoiseMultiplier: z}, d+1
+	}
+	enc, err := secagg.NewEncoding(bound, noise.ClipNorm)
 	if err != nil {
 		return st, err
 	}
@@ -208,11 +225,11 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if _, err := crand.Read(session); err != nil {
 		return st, err
 	}
-	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: d, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
+	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: dim, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
 	if err != nil {
 		return st, err
 	}
-	mem := &secagg.Memory{Server: srv, Clients: s.clients(inputs, session, enc), Workers: s.Workers, Drop: s.dropouts(n)}
+	mem := &secagg.Memory{Server: srv, Clients: s.clients(inputs, session, enc, noise.ClipNorm), Workers: s.Workers, Drop: s.dropouts(n)}
 	driver := &secagg.ServerDriver{Server: srv, Transport: mem, Clients: n}
 	res, err := driver.Run(context.Background())
 	if err != nil {
@@ -222,10 +239,43 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if s.DP {
 		denom = expected
 	}
-	ReleaseSecureSum(dst, make([]float64, d), res.Sum, enc, s.Params, denom, s.Rand)
+	if a := s.Adaptive; a != nil {
+		b := ReleaseClipBits(res.Sum[d:], a.CountStd, denom, s.Rand)
+		st.Adaptive = &AdaptiveStats{ClipNorm: a.Clip, NoisyUnclippedFraction: b}
+		a.Clip = a.Next(a.Clip, b)
+	}
+	ReleaseSecureSum(dst, make([]float64, d), res.Sum[:d], enc, noise, denom, s.Rand)
 	st.Clients = len(res.Survivors)
 	st.SecAgg = NewSecAggStats(res, enc, s.Attempt)
 	return st, nil
+}
+
+// EncodeClipBit is a client's adaptive-clipping bit in the ring (Andrew et
+// al. 2021, Algorithm 1): +1 when its update's norm before clipping is at
+// most clip, −1 (2^32 − 1) otherwise, i.e. 2(b_i − 1/2). One client moves
+// the sum of these by 1 (add/remove) or 2 (replace-one), against C·2^f
+// and 2C·2^f for its encoded update.
+func EncodeClipBit(norm, clip float64) uint32 {
+	if norm <= clip {
+		return 1
+	}
+	return math.MaxUint32 // −1 mod 2^32
+}
+
+// ReleaseClipBits is the server's side of the bit: bits holds the
+// unmasked ring sum Σ 2(b_i − 1/2) (one element; consumed). It adds
+// round(N(0, (2σ_b)²)), the count's noise in the bit's units, reads the
+// result as a signed integer and returns b̃ = (that/2)/m + 1/2 for the
+// expected cohort m: AdaptiveClip.NoisyFraction's value, released through
+// the secure sum. Like ReleaseSecureSum's, the rounding and the reduction
+// are post-processing of the Gaussian mechanism on the integer sum.
+func ReleaseClipBits(bits []uint32, countStd, m float64, rng *rand.Rand) float64 {
+	if len(bits) != 1 {
+		panic(fmt.Sprintf("fl: ReleaseClipBits wants the one bit coordinate, got %d", len(bits)))
+	}
+	addRingNoise(bits, 2*countStd, rng)
+	centred := float64(int32(bits[0])) / 2
+	return centred/m + 0.5
 }
 
 // NewSecAggStats describes a finished instance: its result, encoding and
@@ -244,7 +294,7 @@ func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAgg
 // learns only the sum: no per-client norm or clipping statistic is
 // collected here, even in simulation. Each client runs on one goroutine;
 // secagg.Memory runs Workers of them at once.
-func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding) []*secagg.ClientDriver {
+func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding, clip float64) []*secagg.ClientDriver {
 	out := make([]*secagg.ClientDriver, len(inputs))
 	// Each simulated client derives every key of its pairs from its own
 	// secrets, as a device does: nothing is cached across clients (the two
@@ -257,8 +307,12 @@ func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secag
 				if err != nil {
 					return nil, err
 				}
-				x := make([]uint32, len(inputs[i]))
-				_, err = EncodeSecureInput(x, inputs[i], s.Params.ClipNorm, enc, rng)
+				d := len(inputs[i])
+				x := make([]uint32, d, d+1)
+				norm, err := EncodeSecureInput(x, inputs[i], clip, enc, rng)
+				if s.Adaptive != nil {
+					x = append(x, EncodeClipBit(norm, clip))
+				}
 				return x, err
 			}}
 	}

@@ -3,9 +3,11 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/fl"
+	"github.com/dpfl/dpfl/secagg"
 )
 
 // Adaptive clipping (Andrew et al. 2021; fl.AdaptiveClip): the spec's
@@ -80,13 +82,20 @@ func adaptiveClip(spec types.Spec, clip float64) *fl.AdaptiveClip {
 }
 
 // resumeClip is the clip norm of round round+1 of a job whose rounds up
-// to round are committed: C_0 before the first, otherwise C_{t+1} from
-// round t's released noisy_clip_norm and noisy_unclipped_fraction (the
-// same computation as the live round's, fl.AdaptiveClip.Next).
-func resumeClip(spec types.Spec, round int, metrics []json.RawMessage) (float64, error) {
-	a := adaptiveClip(spec, spec.DP.AdaptiveClipping.InitialClip)
+// to round are committed: C_0 (spec's initial clip, clamped to a's
+// range) before the first, otherwise C_{t+1} from round t's released
+// noisy_clip_norm and noisy_unclipped_fraction, by a.Next (the live
+// round's own computation, with the same range).
+func resumeClip(a *fl.AdaptiveClip, spec types.Spec, round int, metrics []json.RawMessage) (float64, error) {
 	if round == 0 {
-		return a.Clip, nil
+		c := spec.DP.AdaptiveClipping.InitialClip
+		if a.MinClip > 0 {
+			c = max(c, a.MinClip)
+		}
+		if a.MaxClip > 0 {
+			c = min(c, a.MaxClip)
+		}
+		return c, nil
 	}
 	if len(metrics) < round {
 		return 0, fmt.Errorf("adaptive clipping: %d rounds committed but %d rounds of metrics stored", round, len(metrics))
@@ -99,4 +108,62 @@ func resumeClip(spec types.Spec, round int, metrics []json.RawMessage) (float64,
 		return 0, fmt.Errorf("adaptive clipping: round %d's metrics hold no clip norm to resume from", round)
 	}
 	return a.Next(*met.NoisyClipNorm, *met.NoisyUnclippedFraction), nil
+}
+
+// adaptiveOf is agg's adaptive clipping state (nil without one).
+func adaptiveOf(agg fl.Aggregator) *fl.AdaptiveClip {
+	switch a := agg.(type) {
+	case *fl.GaussianAggregator:
+		return a.Adaptive
+	case *fl.SecureAggregator:
+		return a.Adaptive
+	}
+	return nil
+}
+
+// secureClipRange is the clip norms secure aggregation's 32-bit fixed
+// point can carry for cohorts of up to bound clients and d parameters
+// (secagg.NewEncoding): at most the largest C that NewEncoding accepts,
+// and at least twice the rounding slack √d·2^−f that EncodeSecureInput
+// takes off C, so that half of C is left to the update. Adaptive
+// clipping keeps C_t inside it (a clamp on public values, which costs no
+// privacy). ok is false when no clip norm fits.
+func secureClipRange(bound, d int) (lo, hi float64, ok bool) {
+	fits := func(c float64) bool { _, err := secagg.NewEncoding(bound, c); return err == nil }
+	roomy := func(c float64) bool {
+		enc, err := secagg.NewEncoding(bound, c)
+		return err == nil && c >= 2*enc.RoundingSlack(d)
+	}
+	lo, hi = MinClipNorm, MaxClipNorm
+	if !fits(lo) {
+		return 0, 0, false
+	}
+	if !fits(hi) {
+		hi = bisectLog(lo, hi, fits) // the largest that fits
+	}
+	if !roomy(lo) {
+		if !roomy(hi) {
+			return 0, 0, false
+		}
+		lo = bisectLog(hi, lo, roomy) // the smallest with room
+	}
+	return lo, hi, lo <= hi
+}
+
+// bisectLog returns the point nearest to the end bad of [good, bad] (or
+// [bad, good]) at which ok still holds, bisecting in log scale; ok(good)
+// must hold and ok be monotone between the two.
+func bisectLog(good, bad float64, ok func(float64) bool) float64 {
+	for range 100 {
+		mid := math.Sqrt(good * bad)
+		if mid == good || mid == bad {
+			break
+		}
+		if ok(mid) {
+			good = mid
+		} else {
+			bad = mid
+		}
+	}
+	return good
 }

@@ -48,7 +48,7 @@ func TestAdaptiveClippingJob(t *testing.T) {
 		}
 	}
 	for r := 1; r < rounds; r++ {
-		next, err := resumeClip(st.Spec, r, raw)
+		next, err := resumeClip(adaptiveClip(st.Spec, 0), st.Spec, r, raw)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,7 +73,7 @@ func TestAdaptiveClippingJob(t *testing.T) {
 	if len(pa.Events) != rounds || pa.Epsilon == nil || pf.Epsilon == nil || *pa.Epsilon != *pf.Epsilon {
 		t.Fatalf("adaptive job: %d events, ε %v; fixed clip: ε %v; want %d events and the same ε", len(pa.Events), pa.Epsilon, pf.Epsilon, rounds)
 	}
-	if _, err := resumeClip(st.Spec, 2, raw[:1]); err == nil {
+	if _, err := resumeClip(adaptiveClip(st.Spec, 0), st.Spec, 2, raw[:1]); err == nil {
 		t.Error("resuming past the stored metrics succeeded")
 	}
 }
@@ -86,7 +86,15 @@ func TestAdaptiveClippingRefusals(t *testing.T) {
 		field string
 		edit  func(*types.AdaptiveClippingSpec, *types.Spec)
 	}{
-		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) { s.SecureAggregation = true }},
+		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) {
+			s.Population.Source, s.Sampling = "devices", types.SamplingSpec{Scheme: "fixed", CohortSize: 3}
+			s.SecureAggregation = true
+		}},
+		{"dp.adaptive_clipping.initial_clip", func(a *types.AdaptiveClippingSpec, s *types.Spec) {
+			// 1,000 clients leave C ≤ 2^31/(1000·2^8) ≈ 8,389 in fixed point.
+			s.SecureAggregation, a.InitialClip = true, 9000
+			s.Population.Size, s.Sampling = 2000, types.SamplingSpec{Scheme: "fixed", CohortSize: 1000}
+		}},
 		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) { s.Audit.Canaries = 4 }},
 		{"dp.adaptive_clipping.target_quantile", func(a *types.AdaptiveClippingSpec, _ *types.Spec) { a.TargetQuantile = 1 }},
 		{"dp.adaptive_clipping.learning_rate", func(a *types.AdaptiveClippingSpec, _ *types.Spec) { a.LearningRate = -0.1 }},
@@ -108,5 +116,53 @@ func TestAdaptiveClippingRefusals(t *testing.T) {
 	}
 	if jobs, _ := m.List(); len(jobs) != 0 {
 		t.Fatalf("refused submissions stored %d jobs", len(jobs))
+	}
+}
+
+// Adaptive clipping over simulated secure aggregation: the job runs, the
+// bit travels in the secure sum, every round releases C_t and b̃_t, the
+// ledger is that of the same job with a fixed clip, and resuming
+// reproduces the live trajectory inside the fixed point's clip range.
+func TestAdaptiveClippingSecureJob(t *testing.T) {
+	m := manager(t)
+	const rounds = 4
+	edit := func(s *types.Spec) {
+		s.Rounds = rounds
+		s.Sampling = types.SamplingSpec{Scheme: "fixed", CohortSize: 20}
+		s.SecureAggregation = true
+	}
+	st := runToEnd(t, m, small(t, func(s *types.Spec) {
+		edit(s)
+		s.DP.AdaptiveClipping = &types.AdaptiveClippingSpec{}
+	}))
+	if st.State != types.StateCompleted {
+		t.Fatalf("%s: %s", st.State, st.Message)
+	}
+	met, err := m.Metrics(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := adaptiveClip(st.Spec, 0)
+	var ok bool
+	if a.MinClip, a.MaxClip, ok = secureClipRange(20, 7850); !ok {
+		t.Fatal("no clip range for 20 clients")
+	}
+	raw := make([]json.RawMessage, len(met))
+	for i, r := range met {
+		if r.NoisyClipNorm == nil || r.NoisyUnclippedFraction == nil || r.SecAgg != nil {
+			t.Fatalf("round %d: %+v, want C_t and b̃_t and no instance parameters", r.Round, r)
+		}
+		raw[i], _ = json.Marshal(r)
+	}
+	for r := 1; r < rounds; r++ {
+		if next, err := resumeClip(a, st.Spec, r, raw); err != nil || next != *met[r].NoisyClipNorm {
+			t.Errorf("resumed after round %d: C = %v (%v), the live run used %v", r, next, err, *met[r].NoisyClipNorm)
+		}
+	}
+	fixed := runToEnd(t, m, small(t, edit))
+	pa, _ := m.Privacy(st.ID)
+	pf, _ := m.Privacy(fixed.ID)
+	if pa.Epsilon == nil || pf.Epsilon == nil || *pa.Epsilon != *pf.Epsilon || len(pa.Events) != len(pf.Events) {
+		t.Fatalf("adaptive ε %v (%d events), fixed clip ε %v (%d events): want the same", pa.Epsilon, len(pa.Events), pf.Epsilon, len(pf.Events))
 	}
 }

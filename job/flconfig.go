@@ -68,6 +68,9 @@ func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers in
 		}
 		if spec.DP.Enabled {
 			sa.Params.NoiseMultiplier = z
+			if a := spec.DP.AdaptiveClipping; a != nil {
+				sa.Adaptive = adaptiveClip(spec, a.InitialClip) // the runner sets its clip and range
+			}
 		}
 		return sa
 	case spec.DP.Enabled:

@@ -368,6 +368,19 @@ func checkSecureEncoding(s types.Spec, d int) error {
 		n = cohortBound(sampler, s.Population.Size)
 	}
 	c := s.DP.ClipNorm
+	if a := s.DP.AdaptiveClipping; a != nil && s.DP.Enabled {
+		// C_t moves, inside the range the fixed point carries.
+		lo, hi, ok := secureClipRange(n, d)
+		switch {
+		case !ok:
+			return asError([]types.FieldError{{Field: "dp.adaptive_clipping", Rule: types.RuleRange, Message: fmt.Sprintf(
+				"no clip norm fits secure aggregation's 32-bit fixed point for cohorts of up to %d clients and %d parameters; lower the cohort", n, d)}})
+		case a.InitialClip != 0 && (a.InitialClip < lo || a.InitialClip > hi):
+			return asError([]types.FieldError{{Field: "dp.adaptive_clipping.initial_clip", Rule: types.RuleRange, Message: fmt.Sprintf(
+				"%g is outside [%.3g, %.3g], the clip norms secure aggregation's fixed point carries for cohorts of up to %d clients and %d parameters", a.InitialClip, lo, hi, n, d)}})
+		}
+		return nil
+	}
 	enc, err := secagg.NewEncoding(n, c)
 	if err != nil {
 		return asError([]types.FieldError{{Field: "dp.clip_norm", Rule: types.RuleRange, Message: fmt.Sprintf(

@@ -77,6 +77,10 @@ func TestDPReleases(t *testing.T) {
 		"adaptive clipping": func(s *types.Spec) {
 			s.DP.AdaptiveClipping = &types.AdaptiveClippingSpec{}
 		},
+		"adaptive clipping over secure aggregation": func(s *types.Spec) {
+			s.DP.AdaptiveClipping = &types.AdaptiveClippingSpec{}
+			s.SecureAggregation = true
+		},
 	}
 	for name, edit := range jobs {
 		st := runToEnd(t, m, small(t, func(s *types.Spec) { s.Rounds = 5; edit(s) }))

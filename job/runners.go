@@ -132,12 +132,18 @@ func (jr *jobRun) newSimulatedRunner(mdl model.Model, pop data.Population, secur
 	s := &simulatedRunner{pop: pop, alg: alg, sampler: sampler, part: participationModel(spec.Participation, spec.Seed),
 		amongAvailable: spec.Participation.AmongAvailable, size: size, secure: secure}
 	s.secAgg, _ = alg.Aggregate.(*fl.SecureAggregator)
-	if g, ok := alg.Aggregate.(*fl.GaussianAggregator); ok && g.Adaptive != nil {
+	if a := adaptiveOf(alg.Aggregate); a != nil {
 		metrics, err := m.db.Metrics(jr.job.ID)
 		if err != nil {
 			return nil, err
 		}
-		if g.Adaptive.Clip, err = resumeClip(spec, jr.job.Round, metrics); err != nil {
+		if s.secAgg != nil {
+			var ok bool
+			if a.MinClip, a.MaxClip, ok = secureClipRange(s.secAgg.MaxClients, mdl.NumParams()); !ok {
+				return nil, fmt.Errorf("not started: no clip norm fits secure aggregation's fixed point for %d clients", s.secAgg.MaxClients)
+			}
+		}
+		if a.Clip, err = resumeClip(a, spec, jr.job.Round, metrics); err != nil {
 			return nil, err
 		}
 	}

@@ -21,7 +21,7 @@ func validateDP(e *fieldErrs, s types.Spec) {
 
 // validateAdaptiveClipping checks dp.adaptive_clipping (adaptive.go): its
 // ranges (0 takes the default), and the configurations it does not run
-// with yet. z_Δ's existence needs the final z and σ_b, so planPrivacy
+// with yet (devices; canaries). z_Δ's existence needs the final z and σ_b, so planPrivacy
 // checks it (checkAdaptiveNoise).
 func validateAdaptiveClipping(e *fieldErrs, s types.Spec) {
 	a := s.DP.AdaptiveClipping
@@ -33,8 +33,8 @@ func validateAdaptiveClipping(e *fieldErrs, s types.Spec) {
 	e.rng(f+"learning_rate", a.LearningRate)
 	e.rng(f+"initial_clip", a.InitialClip)
 	e.rng(f+"count_noise_multiplier", a.CountNoiseMultiplier)
-	if s.SecureAggregation || s.Population.Source == "devices" {
-		e.addf("dp.adaptive_clipping", types.RuleConflict, "runs in central mode only for now: under secure aggregation each client's clipped bit would have to travel in the secure sum, which is not built yet (issue 16); remove secure_aggregation or dp.adaptive_clipping")
+	if s.Population.Source == "devices" {
+		e.addf("dp.adaptive_clipping", types.RuleConflict, "runs with simulated populations only for now: devices would have to send their clipped bit in the secure sum, which dpfl-client participate does not do yet (issue 16); remove dp.adaptive_clipping")
 	}
 	if s.Audit.Canaries > 0 {
 		e.addf("dp.adaptive_clipping", types.RuleConflict, "cannot run with audit.canaries: the canaries are clipped to a fixed dp.clip_norm; remove one of them")
