@@ -17,6 +17,10 @@ import (
 //go:embed openapi.json
 var openAPIDocument []byte
 
+// OpenAPIDocument is the embedded OpenAPI contract (api/openapi.json), the
+// bytes GET /v1/openapi.json serves. The caller must not change them.
+func OpenAPIDocument() []byte { return openAPIDocument }
+
 // serveOpenAPI serves the contract at GET /v1/openapi.json. It needs no
 // token: the contract says nothing about any job, and a client (or a code
 // generator) needs it before it holds a secret. The route is registered on

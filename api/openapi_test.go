@@ -11,26 +11,26 @@ package api
 //     types of the Go wire types they describe (TestOpenAPISchemasMatchGoTypes),
 //     so that a field added, renamed or given omitempty in api/types,
 //     secagg or audit fails here with the edit to make;
-//   - every request and response the API's end-to-end tests make goes
-//     through contractCheck (newTestServerWith installs it), which fails
-//     the test on any mismatch, error responses included; TestContractTour
-//     makes every route answer a success at least once, and
+//   - every request and response the API's tests make goes through
+//     contractCheck (newTestServerWith installs it), which fails the test
+//     on any mismatch, error responses included; TestContractTour makes
+//     every route answer a success at least once, and
 //     TestContractCheckerRejects shows the checker failing on wrong
 //     responses, so that it cannot pass silently.
 //
-// The checker is github.com/getkin/kin-openapi's openapi3filter with the
-// gorillamux router.
+// The checker is package internal/contracttest/check:
+// github.com/getkin/kin-openapi's openapi3filter with the gorillamux
+// router. The end-to-end tests of cmd/dpfl-server (through a proxy) and
+// of package device use it too, through package contracttest.
 
 import (
 	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -46,9 +46,6 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -58,232 +55,50 @@ import (
 	"github.com/dpfl/dpfl/audit"
 	dpfldevice "github.com/dpfl/dpfl/device"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/contracttest/check"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/secagg"
 	"github.com/dpfl/dpfl/storage"
 )
 
-// contract is the parsed OpenAPI document and its router, loaded once.
-type contract struct {
-	doc    *openapi3.T
-	router routers.Router
-	err    error
+// loadContract is the parsed embedded document (the bytes the server
+// serves) and its router, loaded once.
+func loadContract(tb testing.TB) *check.Contract {
+	tb.Helper()
+	contractOnce.Do(func() { theContract, contractErr = check.Load(openAPIDocument) })
+	if contractErr != nil {
+		tb.Fatalf("api/openapi.json: %v", contractErr)
+	}
+	return theContract
 }
 
 var (
 	contractOnce sync.Once
-	theContract  contract
+	theContract  *check.Contract
+	contractErr  error
 )
 
-// loadContract parses the embedded document (the bytes the server
-// serves) and builds its router.
-func loadContract(tb testing.TB) *contract {
-	tb.Helper()
-	contractOnce.Do(func() {
-		// Text bodies of the dashboard and of /metrics are strings to
-		// the contract (kin-openapi decodes only text/plain as one).
-		for _, mt := range []string{"text/html", "application/openmetrics-text"} {
-			openapi3filter.RegisterBodyDecoder(mt, openapi3filter.PlainBodyDecoder)
-		}
-		loader := openapi3.NewLoader()
-		doc, err := loader.LoadFromData(openAPIDocument)
-		if err != nil {
-			theContract.err = fmt.Errorf("loading api/openapi.json: %w", err)
-			return
-		}
-		if err := doc.Validate(loader.Context); err != nil {
-			theContract.err = fmt.Errorf("api/openapi.json is not a valid OpenAPI 3 document: %w", err)
-			return
-		}
-		r, err := gorillamux.NewRouter(doc)
-		if err != nil {
-			theContract.err = fmt.Errorf("routing api/openapi.json: %w", err)
-			return
-		}
-		theContract = contract{doc: doc, router: r}
-	})
-	if theContract.err != nil {
-		tb.Fatal(theContract.err)
-	}
-	return &theContract
-}
-
-// contractChecker is an http.Handler that serves through next and
-// validates each exchange against the contract:
-//
-//   - a request the contract routes is validated (security, parameters,
-//     body); if the contract refuses it, the server must refuse it too,
-//     with a 4xx. (A server stricter than the contract is fine: the
-//     contract cannot state every rule, e.g. ranges that depend on other
-//     fields.)
-//   - the response is validated against the operation: its status must be
-//     documented (IncludeResponseStatus), and its headers and body must
-//     match, error bodies included.
-//   - a request the contract does not route (unknown path or method) must
-//     be refused with a 4xx and an ErrorBody: a route the server answers
-//     with success must be in the contract.
-type contractChecker struct {
-	next http.Handler
-	c    *contract
-	// r is the test: a *testing.T, or in TestContractCheckerRejects a
-	// fake that records the mismatches the checker reports.
-	r testing.TB
-
-	mu sync.Mutex
-	// exchanges counts the validated request/response pairs, refused
-	// those whose request the contract refuses (and the server refused
-	// too); seen maps each operation ID to the statuses it answered.
-	exchanges, refused int
-	seen               map[string]map[int]int
-}
-
-// checkers holds each test's latest contractChecker (testing.TB →
-// *contractChecker), for the tests that read its counts.
+// checkers holds each test's latest checker (testing.TB →
+// *check.Checker), for the tests that read its counts.
 var checkers sync.Map
 
-// contractCheck wraps h, the API's handler, in a contractChecker that
-// reports to r and logs its counts when r's test ends.
-func contractCheck(r testing.TB, h http.Handler) *contractChecker {
+// contractCheck wraps h, the API's handler, in a check.Checker that
+// reports to r when r's test ends: its counts, and each mismatch as a
+// failure. (This is contracttest.Handler, which this package's tests
+// cannot import: contracttest imports api.)
+func contractCheck(r testing.TB, h http.Handler) *check.Checker {
 	r.Helper()
-	cc := &contractChecker{next: h, c: loadContract(r), r: r, seen: map[string]map[int]int{}}
+	cc := loadContract(r).Wrap(r, h, "in-process")
 	checkers.Store(r, cc)
-	r.Cleanup(func() {
-		cc.mu.Lock()
-		defer cc.mu.Unlock()
-		r.Logf("contract: %d requests and their responses validated against api/openapi.json (%d requests refused by the contract and the server alike)", cc.exchanges, cc.refused)
-	})
 	return cc
-}
-
-// ServeHTTP serves req through the API, recording the response so that it
-// can be validated before it is sent on unchanged: a mismatch fails the
-// test, but the test still sees what the server said.
-func (cc *contractChecker) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	// The body is read once, here, and replayed to both the server and the
-	// validator; ContentLength stays as sent, so the server's size checks
-	// see the same request.
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		cc.r.Errorf("contract: %s %s: reading the request body: %v", req.Method, req.URL, err)
-		http.Error(w, "contract checker: unreadable body", http.StatusBadRequest)
-		return
-	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	rec := httptest.NewRecorder()
-	cc.next.ServeHTTP(rec, req)
-	if err := cc.check(req, body, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
-		cc.r.Errorf("contract: %s %s → %d: %v\nrequest body: %.300s\nresponse body: %.600s", req.Method, req.URL, rec.Code, err, body, rec.Body.Bytes())
-	}
-	for k, v := range rec.Header() {
-		w.Header()[k] = v
-	}
-	w.WriteHeader(rec.Code)
-	w.Write(rec.Body.Bytes())
-}
-
-// hex64 is the bearerFormat of the deviceCredential scheme.
-var hex64 = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
-
-// authenticate checks what the contract's security schemes state: a
-// bearer credential (any, for an API token; 64 hex digits, for a device).
-// Whether the server accepts it is the server's business (401).
-func authenticate(_ context.Context, in *openapi3filter.AuthenticationInput) error {
-	scheme, cred, _ := strings.Cut(in.RequestValidationInput.Request.Header.Get("Authorization"), " ")
-	if !strings.EqualFold(scheme, "Bearer") || cred == "" {
-		return errors.New("no bearer credential")
-	}
-	if in.SecurityScheme.BearerFormat != "" && in.SecuritySchemeName == "deviceCredential" && !hex64.MatchString(cred) {
-		return fmt.Errorf("not a device credential (%s)", in.SecurityScheme.BearerFormat)
-	}
-	return nil
-}
-
-// checkOptions make kin-openapi as strict as the contract: every status
-// must be documented, a body on a route that takes none is refused, and
-// all mismatches of an exchange are reported at once.
-var checkOptions = &openapi3filter.Options{
-	IncludeResponseStatus:             true, // an undocumented status is a mismatch
-	MultiError:                        true,
-	RejectWhenRequestBodyNotSpecified: true,
-	AuthenticationFunc:                authenticate,
-}
-
-// check validates one exchange (see contractChecker).
-func (cc *contractChecker) check(req *http.Request, reqBody []byte, status int, header http.Header, respBody []byte) error {
-	ctx := context.Background()
-	vreq := req.Clone(ctx)
-	vreq.Body = io.NopCloser(bytes.NewReader(reqBody))
-	if len(reqBody) > 0 && vreq.Header.Get("Content-Type") == "" {
-		// The server reads every body as JSON whatever its Content-Type
-		// (the document says so); the tests send none.
-		vreq.Header.Set("Content-Type", "application/json")
-	}
-	route, params, err := cc.c.router.FindRoute(vreq)
-	if err != nil {
-		if status < 400 || status >= 500 {
-			return fmt.Errorf("the contract has no such route (%v), but the server answered %d", err, status)
-		}
-		return cc.errorBody(header, respBody)
-	}
-	in := &openapi3filter.RequestValidationInput{Request: vreq, PathParams: params, Route: route, Options: checkOptions}
-	reqErr := openapi3filter.ValidateRequest(ctx, in)
-	if reqErr != nil && (status < 400 || status >= 500) {
-		return fmt.Errorf("the contract refuses the request, but the server answered %d: %v", status, reqErr)
-	}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
-		Body: io.NopCloser(bytes.NewReader(respBody)), Options: checkOptions}
-	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-		return fmt.Errorf("response of %s: %v", route.Operation.OperationID, err)
-	}
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	cc.exchanges++
-	if reqErr != nil {
-		cc.refused++
-	}
-	id := route.Operation.OperationID
-	if cc.seen[id] == nil {
-		cc.seen[id] = map[int]int{}
-	}
-	cc.seen[id][status]++
-	return nil
-}
-
-// errorBody checks a response outside every route: a JSON ErrorBody.
-func (cc *contractChecker) errorBody(header http.Header, body []byte) error {
-	if ct := header.Get("Content-Type"); ct != echo.MIMEApplicationJSON {
-		return fmt.Errorf("error response of Content-Type %q, not %s", ct, echo.MIMEApplicationJSON)
-	}
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
-		return fmt.Errorf("error response is not JSON: %v", err)
-	}
-	if err := cc.c.doc.Components.Schemas["ErrorBody"].Value.VisitJSON(v, openapi3.VisitAsResponse()); err != nil {
-		return fmt.Errorf("error response is not an ErrorBody: %v", err)
-	}
-	cc.mu.Lock()
-	cc.exchanges++
-	cc.mu.Unlock()
-	return nil
-}
-
-// statuses is which statuses each operation answered, for a report.
-func (cc *contractChecker) statuses() map[string]map[int]int {
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	out := map[string]map[int]int{}
-	for id, m := range cc.seen {
-		out[id] = maps.Clone(m)
-	}
-	return out
 }
 
 // The document is a valid OpenAPI 3.0 document, and GET /v1/openapi.json
 // serves its exact bytes as JSON to anyone.
 func TestOpenAPIDocumentValid(t *testing.T) {
 	c := loadContract(t) // loads and validates (doc.Validate)
-	if !strings.HasPrefix(c.doc.OpenAPI, "3.0.") {
-		t.Errorf("openapi %q, want 3.0.x", c.doc.OpenAPI)
+	if !strings.HasPrefix(c.Doc().OpenAPI, "3.0.") {
+		t.Errorf("openapi %q, want 3.0.x", c.Doc().OpenAPI)
 	}
 	file, err := os.ReadFile("openapi.json")
 	if err != nil {
@@ -344,9 +159,9 @@ func serverRoutes(t *testing.T) []string {
 
 // contractRoutes lists "METHOD /path" for every operation of the
 // document, in echo's form (contractPath).
-func contractRoutes(c *contract) []string {
+func contractRoutes(c *check.Contract) []string {
 	var out []string
-	for path, item := range c.doc.Paths.Map() {
+	for path, item := range c.Doc().Paths.Map() {
 		for method := range item.Operations() {
 			out = append(out, method+" "+contractPath(path))
 		}
@@ -373,7 +188,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 	t.Logf("%d routes, each in the contract", len(server))
 	// The previous release's participate routes are marked deprecated,
 	// and only they.
-	for path, item := range c.doc.Paths.Map() {
+	for path, item := range c.Doc().Paths.Map() {
 		for method, op := range item.Operations() {
 			old := slices.Contains([]string{"advertise", "keys", "shares", "masked-input"}, path[strings.LastIndex(path, "/")+1:])
 			if op.Deprecated != old {
@@ -587,7 +402,7 @@ func checkType(s *openapi3.SchemaRef, t reflect.Type, owner, field string, input
 // keys are read too; each key's type matches the field's.
 func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 	c := loadContract(t)
-	for name, ref := range c.doc.Components.Schemas {
+	for name, ref := range c.Doc().Components.Schemas {
 		base, input := strings.CutSuffix(name, "Input")
 		typ, ok := wireSchemas[base]
 		if !ok {
@@ -644,11 +459,23 @@ func jsonKeyOf(t reflect.Type, key string) reflect.Type {
 	return nil
 }
 
-// fakeReporter collects what contractCheck reports.
+// fakeReporter takes what a checker reports when its test ends (its
+// Cleanup, which the fake runs when told), so that the mismatches
+// TestContractCheckerRejects provokes are seen and do not fail it.
 type fakeReporter struct {
 	*testing.T
-	mu   sync.Mutex
-	errs []string
+	cleanups []func()
+	errs     []string
+}
+
+// Cleanup keeps f for end.
+func (f *fakeReporter) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+
+// end runs the kept cleanups, as the end of a test would.
+func (f *fakeReporter) end() {
+	for _, fn := range slices.Backward(f.cleanups) {
+		fn()
+	}
 }
 
 // Logf drops the checker's counts, which would only be the fake's.
@@ -656,8 +483,6 @@ func (f *fakeReporter) Logf(string, ...any) {}
 
 // Errorf records a mismatch instead of failing the test.
 func (f *fakeReporter) Errorf(format string, args ...any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.errs = append(f.errs, fmt.Sprintf(format, args...))
 }
 
@@ -755,8 +580,14 @@ func TestContractCheckerRejects(t *testing.T) {
 			if rec.Code != c.status || rec.Body.String() != c.body {
 				t.Errorf("the checker changed the response: %d %q", rec.Code, rec.Body.String())
 			}
-			if got := len(fr.errs) > 0; got != c.bad {
-				t.Errorf("checker reported %q, want a mismatch: %v", fr.errs, c.bad)
+			// The mismatch is recorded at once, and fails the test when
+			// it ends.
+			if errs := cc.Violations(); (len(errs) > 0) != c.bad {
+				t.Errorf("checker recorded %q, want a mismatch: %v", errs, c.bad)
+			}
+			fr.end()
+			if (len(fr.errs) > 0) != c.bad {
+				t.Errorf("checker reported %q at the end of the test, want a failure: %v", fr.errs, c.bad)
 			}
 		})
 	}
@@ -870,7 +701,7 @@ func TestContractTour(t *testing.T) {
 	must("GET", "/ui/vendor/nope.js", "", "", 404, nil)
 
 	cc, _ := checkers.Load(t)
-	ops := cc.(*contractChecker).statuses()
+	ops := cc.(*check.Checker).Statuses()
 	t.Logf("statuses by operation: %v", ops)
 	for _, op := range operations(loadContract(t)) {
 		if op.Deprecated {
@@ -887,9 +718,9 @@ func TestContractTour(t *testing.T) {
 }
 
 // operations lists the contract's operations.
-func operations(c *contract) []*openapi3.Operation {
+func operations(c *check.Contract) []*openapi3.Operation {
 	var out []*openapi3.Operation
-	for _, item := range c.doc.Paths.Map() {
+	for _, item := range c.Doc().Paths.Map() {
 		for _, op := range item.Operations() {
 			out = append(out, op)
 		}

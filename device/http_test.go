@@ -18,6 +18,7 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/contracttest"
 	"github.com/dpfl/dpfl/job"
 	"github.com/dpfl/dpfl/storage"
 )
@@ -35,7 +36,8 @@ func inProcessServer(t *testing.T) (admin *client.Client, url string) {
 		FashionMNIST: func() (*data.Dataset, *data.Dataset, error) { return syntheticData(100, 7), syntheticData(50, 8), nil }})
 	tokens := &api.Tokens{}
 	tokens.Add(api.HashToken("tok"), api.RoleAdmin)
-	srv := httptest.NewServer(api.New(m, api.Config{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)}))
+	// Every request and response is checked against the OpenAPI contract.
+	srv := httptest.NewServer(contracttest.Handler(t, api.New(m, api.Config{Tokens: tokens, Logger: slog.New(slog.DiscardHandler)})))
 	t.Cleanup(func() { srv.Close(); m.Shutdown(context.Background()); db.Close() })
 	return client.New(srv.URL, "tok"), srv.URL
 }

@@ -17,10 +17,14 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/internal/contracttest"
 )
 
 // These tests run the real dpfl-server binary on a loopback port and drive
-// it with the real client package, as a user would.
+// it with the real client package, as a user would. Their HTTP traffic
+// goes through contracttest.Proxy (startServer, launch), which checks every
+// request and response against the OpenAPI contract (api/openapi.json);
+// TestMain prints what was validated in all.
 
 var serverBin, clientBin string
 
@@ -39,6 +43,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	fmt.Println(contracttest.Summary())
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -59,9 +64,15 @@ func freePort(t *testing.T) string {
 }
 
 type server struct {
-	cmd  *exec.Cmd
+	cmd *exec.Cmd
+	// addr is the base URL the tests use: a contracttest.Proxy in front
+	// of the server, which validates every exchange against the contract
+	// (direct itself only for TLS, see launch).
 	addr string
-	log  *syncLog
+	// direct is the server's own base URL, for what a proxy cannot stand
+	// in for (waiting for the server to listen, a TLS handshake).
+	direct string
+	log    *syncLog
 }
 
 // syncLog collects the server's stderr; the reader goroutine and the test
@@ -104,7 +115,7 @@ func startServer(t *testing.T, db, token string) *server {
 	addr := freePort(t)
 	cmd := exec.Command(serverBin, "--addr", addr, "--db", db, "--workers", "2")
 	cmd.Env = append(os.Environ(), "DPFL_TOKEN="+token)
-	s := &server{cmd: cmd, addr: "http://" + addr, log: &syncLog{}}
+	s := &server{cmd: cmd, direct: "http://" + addr, log: &syncLog{}}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -116,9 +127,12 @@ func startServer(t *testing.T, db, token string) *server {
 		}
 	}()
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	cl := client.New(s.addr, token)
+	// Polled directly: until the server listens, a proxy could only answer
+	// 502 itself.
+	cl := client.New(s.direct, token)
 	for i := 0; ; i++ {
 		if cl.Health(context.Background()) == nil {
+			s.addr = contracttest.Proxy(t, s.direct)
 			return s
 		}
 		if i > 100 {

@@ -28,6 +28,7 @@ import (
 
 	"github.com/dpfl/dpfl/api/client"
 	"github.com/dpfl/dpfl/api/types"
+	"github.com/dpfl/dpfl/internal/contracttest"
 	"github.com/dpfl/dpfl/storage"
 )
 
@@ -39,7 +40,11 @@ import (
 // launch runs dpfl-server with env (added to a clean copy of the
 // environment without DPFL_ variables) and args, and waits until it
 // answers /healthz over scheme (trusting ca for https). Its stdout and
-// stderr both go to the returned server's log.
+// stderr both go to the returned server's log. Over http the returned
+// server's addr is a contracttest.Proxy that validates every exchange
+// against the OpenAPI contract; over https (TestTLS, which tests the
+// server's TLS itself: certificates, versions, plain HTTP to its port) it
+// is the server's own address, unchecked.
 func launch(t *testing.T, env []string, scheme string, ca *x509.CertPool, args ...string) *server {
 	t.Helper()
 	addr := freePort(t)
@@ -50,7 +55,7 @@ func launch(t *testing.T, env []string, scheme string, ca *x509.CertPool, args .
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	s := &server{cmd: cmd, addr: scheme + "://" + addr, log: &syncLog{}}
+	s := &server{cmd: cmd, direct: scheme + "://" + addr, log: &syncLog{}}
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -69,9 +74,13 @@ func launch(t *testing.T, env []string, scheme string, ca *x509.CertPool, args .
 	if ca != nil {
 		opts = append(opts, client.WithRootCAs(ca))
 	}
-	cl := client.New(s.addr, "", opts...)
+	cl := client.New(s.direct, "", opts...) // directly: see startServer
 	for i := 0; ; i++ {
 		if cl.Health(context.Background()) == nil {
+			s.addr = s.direct
+			if scheme == "http" {
+				s.addr = contracttest.Proxy(t, s.direct)
+			}
 			return s
 		}
 		if i > 200 {
