@@ -4,7 +4,8 @@
 // Privacy is described by immutable event values that mirror, class for
 // class and field for field, Google's dp_accounting dp_event module
 // (GaussianDpEvent, PoissonSampledDpEvent, SampledWithoutReplacementDpEvent,
-// SelfComposedDpEvent, ComposedDpEvent, NoOpDpEvent, NonPrivateDpEvent).
+// SelfComposedDpEvent, ComposedDpEvent, NoOpDpEvent, NonPrivateDpEvent,
+// ZCDpEvent).
 // Events are data: the store keeps events, never ε, and accountants are
 // functions of events, so ε is always recomputable from the ledger by us or
 // by an auditor running dp_accounting on the same JSON.
@@ -67,6 +68,28 @@ type NoOp struct{}
 // NonPrivate releases data without a guarantee (ε = ∞) — NonPrivateDpEvent.
 type NonPrivate struct{}
 
+// ZCDP is a mechanism that satisfies (Xi, Rho)-zero-concentrated DP
+// (Bun & Steinke 2016, Def. 1.1): its Rényi divergence at every order
+// α > 1 is at most Xi + Rho·α, in both directions, for every pair of
+// neighbouring inputs. It is dp_accounting's ZCDpEvent, whose xi defaults
+// to 0 (ρ-zCDP): the JSON is {"type":"ZCDpEvent","rho":ρ} and, only when
+// ξ ≠ 0, "xi":ξ. It records mechanisms that are bounded in zCDP rather
+// than by a Gaussian noise multiplier, such as the distributed discrete
+// Gaussian (DistributedDiscreteGaussianRho).
+//
+// Accountants refuse a ZCDP inside PoissonSampled or
+// SampledWithoutReplacement: zCDP alone does not determine the privacy of
+// a subsampled mechanism (in general zCDP does not amplify under
+// subsampling as the sampled Gaussian does: a motivation of the truncated
+// CDP of Bun, Dwork, Rothblum, Steinke 2018), and this package implements
+// no amplification bound for it. (dp_accounting's RDP
+// accountant reads a sampled ZCDpEvent with ξ = 0 as a sampled Gaussian of
+// noise multiplier 1/√(2ρ); that is valid only for a mechanism that is a
+// Gaussian, which the distributed discrete Gaussian is not.) A job that
+// records ZCDP events therefore claims no amplification by sampling: a
+// fixed cohort, each round composed at its full ρ.
+type ZCDP struct{ Rho, Xi float64 }
+
 func (Gaussian) dpEventType() string                  { return "GaussianDpEvent" }
 func (PoissonSampled) dpEventType() string            { return "PoissonSampledDpEvent" }
 func (SampledWithoutReplacement) dpEventType() string { return "SampledWithoutReplacementDpEvent" }
@@ -74,12 +97,24 @@ func (SelfComposed) dpEventType() string              { return "SelfComposedDpEv
 func (Composed) dpEventType() string                  { return "ComposedDpEvent" }
 func (NoOp) dpEventType() string                      { return "NoOpDpEvent" }
 func (NonPrivate) dpEventType() string                { return "NonPrivateDpEvent" }
+func (ZCDP) dpEventType() string                      { return "ZCDpEvent" }
+
+// canonical is z with −0 read as 0.
+func (z ZCDP) canonical() ZCDP {
+	if z.Rho == 0 {
+		z.Rho = 0
+	}
+	if z.Xi == 0 {
+		z.Xi = 0
+	}
+	return z
+}
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // Validate reports the first parameter of e (or of a nested event) that
 // breaks its rule: z > 0, q ∈ (0, 1], 1 ≤ sample ≤ source, count ≥ 0,
-// all finite, no nil events.
+// ρ ≥ 0 and ξ ≥ 0, all finite, no nil events.
 func Validate(e Event) error {
 	switch e := e.(type) {
 	case Gaussian:
@@ -107,6 +142,13 @@ func Validate(e Event) error {
 				return fmt.Errorf("ComposedDpEvent.events[%d]: %w", i, err)
 			}
 		}
+	case ZCDP:
+		if !(e.Rho >= 0) || !finite(e.Rho) {
+			return fmt.Errorf("ZCDpEvent: rho must be a finite number ≥ 0, got %v", e.Rho)
+		}
+		if !(e.Xi >= 0) || !finite(e.Xi) {
+			return fmt.Errorf("ZCDpEvent: xi must be a finite number ≥ 0, got %v", e.Xi)
+		}
 	case NoOp, NonPrivate:
 	case nil:
 		return errors.New("missing event")
@@ -127,6 +169,8 @@ type wire struct {
 	Count               *int              `json:"count,omitempty"`
 	Event               json.RawMessage   `json:"event,omitempty"`
 	Events              []json.RawMessage `json:"events,omitempty"`
+	Rho                 *float64          `json:"rho,omitempty"`
+	Xi                  *float64          `json:"xi,omitempty"`
 }
 
 // MarshalEvent encodes e as JSON, e.g.
@@ -174,6 +218,14 @@ func toWire(e Event) (wire, error) {
 			}
 			w.Events = append(w.Events, b)
 		}
+	case ZCDP:
+		// ξ = 0 is dp_accounting's default and is left out, and −0 is
+		// written as 0, so equal events have one canonical form.
+		e = e.canonical()
+		w.Rho = &e.Rho
+		if e.Xi != 0 {
+			w.Xi = &e.Xi
+		}
 	}
 	return w, err
 }
@@ -214,6 +266,7 @@ var wireFields = map[string][]string{
 	"ComposedDpEvent":                  {"type", "events"},
 	"NoOpDpEvent":                      {"type"},
 	"NonPrivateDpEvent":                {"type"},
+	"ZCDpEvent":                        {"type", "rho", "xi"},
 }
 
 // decodeEvent decodes one event at nesting depth depth (the top is 1).
@@ -293,7 +346,7 @@ func objectKeys(b []byte) ([]string, error) {
 }
 
 // wireKeys is every JSON name of wire.
-var wireKeys = []string{"type", "noise_multiplier", "sampling_probability", "source_dataset_size", "sample_size", "count", "event", "events"}
+var wireKeys = []string{"type", "noise_multiplier", "sampling_probability", "source_dataset_size", "sample_size", "count", "event", "events", "rho", "xi"}
 
 func fromWire(w wire, depth int) (Event, error) {
 	missing := func(f string) error { return fmt.Errorf("%s: missing field %s", w.Type, f) }
@@ -343,6 +396,15 @@ func fromWire(w wire, depth int) (Event, error) {
 		return NoOp{}, nil
 	case "NonPrivateDpEvent":
 		return NonPrivate{}, nil
+	case "ZCDpEvent":
+		if w.Rho == nil {
+			return nil, missing("rho")
+		}
+		z := ZCDP{Rho: *w.Rho}
+		if w.Xi != nil { // absent: dp_accounting's default, 0
+			z.Xi = *w.Xi
+		}
+		return z.canonical(), nil
 	}
 	return nil, fmt.Errorf("unknown DP event type %q", w.Type)
 }

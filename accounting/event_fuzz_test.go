@@ -21,6 +21,8 @@ func fuzzSeedEvents() []Event {
 		Composed{Events: []Event{}},
 		SelfComposed{Event: SelfComposed{Event: poisson(1, 5), Count: 3}, Count: 4},
 		NoOp{}, NonPrivate{},
+		ZCDP{Rho: 0.0123}, ZCDP{Rho: 0.5, Xi: 0.25},
+		Composed{Events: []Event{SelfComposed{Event: ZCDP{Rho: 1e-3}, Count: 50}, poisson(0.02, 1)}},
 	}
 }
 
@@ -54,6 +56,12 @@ func checkEventParams(t *testing.T, e Event, depth int) {
 	case Composed:
 		for _, s := range e.Events {
 			checkEventParams(t, s, depth+1)
+		}
+	case ZCDP:
+		for _, v := range []float64{e.Rho, e.Xi} {
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+				t.Fatalf("accepted zCDP parameters ρ = %v, ξ = %v", e.Rho, e.Xi)
+			}
 		}
 	case NoOp, NonPrivate:
 	default:

@@ -88,6 +88,13 @@ func (a *RDPAccountant) eventRDP(dst []float64, e Event, scale float64) error {
 		for i := range dst {
 			dst[i] = math.Inf(1)
 		}
+	case ZCDP:
+		// (ξ, ρ)-zCDP is RDP ξ + ρ·α at every order α > 1 (Bun &
+		// Steinke 2016, Def. 1.1), the reading of dp_accounting's RDP
+		// accountant; scaled as the leaf curves are.
+		for i, alpha := range a.orders {
+			dst[i] += scale * (e.Xi + e.Rho*alpha)
+		}
 	case Gaussian, PoissonSampled, SampledWithoutReplacement:
 		curve, err := a.leafRDP(e)
 		if err != nil {
@@ -139,12 +146,18 @@ func (a *RDPAccountant) leafRDP(e Event) ([]float64, error) {
 		k = leafKey{leafGaussian, 1, e.NoiseMultiplier}
 	case PoissonSampled:
 		g, ok := e.Event.(Gaussian)
+		if !ok && containsZCDP(e.Event) {
+			return nil, errSampledZCDP("PoissonSampledDpEvent")
+		}
 		if !ok {
 			return nil, fmt.Errorf("accounting: RDP of PoissonSampledDpEvent over %s is not supported", e.Event.dpEventType())
 		}
 		k = leafKey{leafPoisson, e.SamplingProbability, g.NoiseMultiplier}
 	case SampledWithoutReplacement:
 		g, ok := e.Event.(Gaussian)
+		if !ok && containsZCDP(e.Event) {
+			return nil, errSampledZCDP("SampledWithoutReplacementDpEvent")
+		}
 		if !ok {
 			return nil, fmt.Errorf("accounting: RDP of SampledWithoutReplacementDpEvent over %s is not supported", e.Event.dpEventType())
 		}
@@ -172,6 +185,34 @@ func (a *RDPAccountant) leafRDP(e Event) ([]float64, error) {
 		leafCache.put(k, curve)
 	}
 	return curve, nil
+}
+
+// containsZCDP reports whether e is or holds a ZCDP event.
+func containsZCDP(e Event) bool {
+	switch e := e.(type) {
+	case ZCDP:
+		return true
+	case PoissonSampled:
+		return containsZCDP(e.Event)
+	case SampledWithoutReplacement:
+		return containsZCDP(e.Event)
+	case SelfComposed:
+		return containsZCDP(e.Event)
+	case Composed:
+		for _, s := range e.Events {
+			if containsZCDP(s) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// errSampledZCDP is the refusal of a sampled zCDP event (see ZCDP): no
+// amplification-by-sampling bound for zCDP is implemented, and none may
+// be assumed.
+func errSampledZCDP(sampling string) error {
+	return fmt.Errorf("accounting: %s over a ZCDpEvent is refused: zCDP alone does not bound a subsampled mechanism and no amplification bound for it is implemented; account the zCDP event unsampled (a fixed cohort, no amplification claimed)", sampling)
 }
 
 // leafCache holds the RDP curves over DefaultOrders of the leaf mechanisms
