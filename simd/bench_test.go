@@ -140,4 +140,13 @@ var gemmBenchShapes = []struct {
 	{"cnn_fc2_NT_20x10x128", false, true, 20, 10, 128},
 	{"cnn_fc2_dW_TN_10x128x20", true, false, 10, 128, 20},
 	{"cnn_fc2_dX_NN_20x128x10", false, false, 20, 128, 10},
+	// The CNN as it now trains (fl/model/cnn.go): conv1 per image (676
+	// positions), conv2 as Winograd F(2×2, 3×3), 16 products per image over
+	// 145 tiles (144 padded to a multiple of 5): forward V·Uᵀ, filter
+	// gradient ∂Mᵀ·V and input gradient ∂M·U.
+	{"cnn_conv1_NT_676x32x9", false, true, 676, 32, 9},
+	{"cnn_conv1_dW_TN_9x32x676", true, false, 9, 32, 676},
+	{"cnn_wino_NN_145x64x32", false, false, 145, 64, 32},
+	{"cnn_wino_dU_TN_64x32x145", true, false, 64, 32, 145},
+	{"cnn_wino_dV_NN_145x32x64", false, false, 145, 32, 64},
 }

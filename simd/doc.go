@@ -12,20 +12,34 @@
 // reluMask, gemm). These are defined twice, with opposite
 // build constraints: kernels_generic.go (!(goexperiment.simd && amd64))
 // forwards to the portable loops of generic.go (axpyGeneric, …) and to
-// gemmGonum; kernels_amd64_simd.go (goexperiment.simd && amd64) dispatches
-// at run time on hasAVX512 and hasAVX2 to the archsimd kernels: AVX-512 in
-// vec_amd64_simd.go and gemm_amd64_simd.go, AVX2 + FMA (256-bit, for CPUs
-// without AVX-512) in vec_avx2_amd64_simd.go and gemm_avx2_amd64_simd.go,
-// falling back to the same generic loops and gonum otherwise. The SGEMM
-// of an AVX2 + FMA CPU is Go assembly (sgemm_amd64.go,
-// sgemm_kernel_amd64.s, chosen with golang.org/x/sys/cpu) and runs in both
-// builds, so the plain build trains at most ≈2× slower than the simd
-// build rather than ≈3× with gonum. So
-// `go build` and `go test` work with and without GOEXPERIMENT=simd, and
-// the simd build is the fast one (docs/performance.md, "Builds and
-// kernel paths"). Element-wise kernels are bit-identical on every path;
-// reductions and Gemm stay within the error bounds their doc comments
-// state.
+// the assembly SGEMMs or gemmGonum; kernels_amd64_simd.go
+// (goexperiment.simd && amd64) dispatches at run time on hasAVX512 and
+// hasAVX2 to the archsimd kernels: AVX-512 in vec_amd64_simd.go and
+// gemm_amd64_simd.go, AVX2 + FMA (256-bit, for CPUs without AVX-512) in
+// vec_avx2_amd64_simd.go and gemm_avx2_amd64_simd.go, falling back to the
+// same generic loops and gonum otherwise. The SGEMMs are Go assembly
+// where the CPU allows (chosen with golang.org/x/sys/cpu) and run in both
+// builds: AVX-512 (sgemm512_amd64.go, sgemm512_kernel_amd64.s, generated
+// by sgemm512_gen.go) and AVX2 + FMA (sgemm_amd64.go,
+// sgemm_kernel_amd64.s). So `go build` and `go test` work with and
+// without GOEXPERIMENT=simd, both builds run the same SGEMM (but for NT
+// with few rows on the avx2 path), and the simd build is the fast one for
+// the vector kernels (docs/performance.md, "Builds and kernel paths"). Element-wise kernels
+// are bit-identical on every path; reductions and Gemm stay within the
+// error bounds their doc comments state.
+//
+// Kernels by path (Path, DPFL_SIMD) and build:
+//
+//	path     Gemm, both builds                 vector kernels, simd build   plain build
+//	avx512   sgemm512 (AVX-512F assembly)      archsimd 512-bit             generic loops
+//	avx2     sgemmAsm (AVX2+FMA assembly);     archsimd 256-bit             generic loops
+//	         simd build: NT with ≤ 20 rows
+//	         on gemmAVX2 (archsimd)
+//	generic  gonum                             generic loops                generic loops
+//
+// TT products (not used in training) go to gonum on every path. In the
+// plain build "avx512" is the AVX-512 SGEMM alone (CPUs with AVX-512F);
+// in the simd build it needs archsimd's AVX-512 set (F, CD, BW, DQ, VL).
 //
 // Choosing a path: by default the fastest the CPU supports (Path reports
 // it). The environment variable DPFL_SIMD, read once when the package is
@@ -43,11 +57,16 @@
 // machine avx512, avx2 and generic, on an AVX2 one avx2 and generic. One
 // `go test` (and one `GOEXPERIMENT=simd go test`) thus covers every path
 // the machine can run, and CI needs no extra invocation.
+// sgemm512_amd64_test.go also tests the AVX-512 SGEMM directly, at every
+// tile edge of both its kernels, whatever gemm dispatches.
 //
 // The AVX2 kernels end with VZEROUPPER (avx2Exit): Go's scalar float code
 // is legacy SSE, and on the Zen 3 machine they were tuned on the first SSE
 // instruction after 256-bit code cost ≈125 ns without it
-// (BenchmarkAVXTransition), more than Add of 200 floats takes.
+// (BenchmarkAVXTransition), more than Add of 200 floats takes. The
+// AVX-512 SGEMM's kernels end with VZEROUPPER too (on the Zen 5 machine an
+// SSE instruction after them cost nothing extra, even with Z16–Z31
+// in use).
 //
 // The portable loops advance slices rather than index them (the compiler
 // then proves the unrolled accesses in range and drops bounds checks) and

@@ -19,14 +19,15 @@ import (
 // dimension smaller than the stored row length (or 1), and on a slice too
 // short for the matrix it describes.
 //
-// Implementations. In the GOEXPERIMENT=simd build on an AVX-512 CPU the NN,
-// TN and NT products run on the register-blocked archsimd kernels of
-// gemm_amd64_simd.go (4×32 outer-product tiles for NN/TN, 4×2 dot-product
-// tiles along k for NT; ≈60–100 GFLOP/s on one Zen 4 core at the MLP's
-// batch-20 shapes, see BenchmarkGemm): float32 sums with fused
-// multiply-adds, per element error ≤ γ_{k+4}·Σ|a·b| plus two roundings for
-// alpha and beta (Higham §3.1), and no element of A is skipped, so 0·Inf
-// or 0·NaN gives NaN. On a CPU with AVX2 and FMA but not AVX-512 (or with
+// Implementations. On an AVX-512 CPU (both builds; DPFL_SIMD=avx512 or
+// unset) the NN, TN and NT products run on the AVX-512 assembly SGEMM of
+// sgemm512_amd64.go and sgemm512_kernel_amd64.s (10×32 tiles of C in 20
+// ZMM accumulators, A broadcast from memory, B read in place under column
+// masks, Bᵀ packed for NT but for NT with at most 40 rows, which runs as
+// dot products along k; ≈170–210 GFLOP/s at the models' shapes on one Zen
+// 5 core, 76–96% of its measured 221 GFLOP/s peak; docs/performance.md,
+// "AVX-512 machines"), with the AVX2 kernel's error bound below and the
+// same NaN behaviour. On a CPU with AVX2 and FMA but not AVX-512 (or with
 // DPFL_SIMD=avx2) they run on the AVX2 + FMA assembly kernel of
 // sgemm_amd64.go and sgemm_kernel_amd64.s (5×16 tiles of C, one VFMADD231PS
 // per accumulator and step, operands read in place but for Bᵀ; ≈75–82

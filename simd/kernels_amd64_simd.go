@@ -118,17 +118,18 @@ func reluMask(d, a []float32) {
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if hasAVX512 {
-		if transB && !transA && m > 4*sgemmMR && hasAVX2 {
-			// NT with many rows (the CNN's convolutions): the assembly
-			// kernel's 5×16 tiles measured 2–15× gemmAVX512's dot-product
-			// tiles on a Zen 5 core (conv1 13520×32×9: 5.4 → 80 GFLOP/s;
-			// conv2 11520×64×288: 33 → 70); at every other shape the
-			// models train, gemmAVX512 is on a par or faster
-			// (docs/performance.md, "AVX-512 machines").
-			sgemmAsm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-			return
+		if transA && transB {
+			gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		} else if cpuAsm512 {
+			// The AVX-512 assembly SGEMM (10×32 tiles in 20 of the 32 ZMM
+			// registers; NT with few rows as dot products) measured
+			// 1.6–4× gemmAVX512 and 1.4–4× the AVX2 assembly kernel at
+			// every shape of BenchmarkGemm on a Zen 5 core
+			// (docs/performance.md, "AVX-512 machines (EPYC-26)").
+			sgemm512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		} else {
+			gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		}
-		gemmAVX512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	if hasAVX2 {

@@ -3,8 +3,9 @@
 package simd
 
 // Portable dispatch: every vector kernel is its generic loop (generic.go);
-// Gemm runs the assembly SGEMM of sgemm_amd64.go on an amd64 CPU with AVX2
-// and FMA (Path "avx2"), gonum otherwise (gemm.go).
+// Gemm runs the AVX-512 assembly SGEMM of sgemm512_amd64.go on an amd64
+// CPU with AVX-512F (Path "avx512"), the AVX2 + FMA one of sgemm_amd64.go
+// on one with AVX2 and FMA (Path "avx2"), gonum otherwise (gemm.go).
 // kernels_amd64_simd.go carries the opposite build constraint and holds
 // the archsimd dispatch.
 
@@ -19,6 +20,10 @@ func relu(v []float32)                               { reluGeneric(v) }
 func reluMask(d, a []float32)                        { reluMaskGeneric(d, a) }
 
 func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if hasAVX512 && !(transA && transB) {
+		sgemm512(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
 	if hasAVX2 && !(transA && transB) {
 		sgemmAsm(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
@@ -26,12 +31,13 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	gemmGonum(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
-// No archsimd kernels in this build: cpuAVX512 is false (choosePath warns
-// if DPFL_SIMD asks for avx512), and cpuAVX2 is whether the assembly SGEMM
-// runs here, the one "avx2" kernel of this build. Tests use forEachPath,
-// which runs the avx2 path where the CPU has it and the generic path.
-const cpuAVX512 = false
-
-var cpuAVX2 = cpuAsmGemm
+// No archsimd kernels in this build: cpuAVX512 and cpuAVX2 are whether the
+// assembly SGEMMs run here, the one "avx512" and the one "avx2" kernel of
+// this build (choosePath warns if DPFL_SIMD asks for a path the CPU lacks).
+// Tests use forEachPath, which runs every path the CPU has.
+var (
+	cpuAVX512 = cpuAsm512
+	cpuAVX2   = cpuAsmGemm
+)
 
 var hasAVX512, hasAVX2 = choosePath(cpuAVX512, cpuAVX2)
