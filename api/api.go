@@ -22,6 +22,7 @@
 //	POST /v1/jobs/:id/cancel      admin: stop a running job
 //	GET  /v1/jobs/:id/model       latest global model parameters
 //	PUT  /v1/budgets/:name        admin: create a shared budget {epsilon_budget, delta}
+//	GET  /v1/budgets              every shared budget's report
 //	GET  /v1/budgets/:name        a budget's jobs, spend and remaining ε
 //	POST /v1/jobs/:id/devices     admin: enroll a device for a devices job: its ID and credential, once
 //	GET  /v1/jobs/:id/devices     the job's enrolled devices (IDs and enrolment times)
@@ -149,6 +150,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	v1.POST("/jobs/:id/cancel", h.cancel, adminOnly)
 	v1.GET("/jobs/:id/model", h.model)
 	v1.PUT("/budgets/:name", h.createBudget, adminOnly)
+	v1.GET("/budgets", h.budgets)
 	v1.GET("/budgets/:name", h.budget)
 	v1.POST("/jobs/:id/devices", h.enroll, adminOnly)
 	v1.GET("/jobs/:id/devices", h.devices)
@@ -330,6 +332,14 @@ func (h *handlers) devices(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"job_id": c.Param("id"), "devices": ds})
+}
+
+func (h *handlers) budgets(c echo.Context) error {
+	reps, err := h.m.Budgets()
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, types.BudgetList{Budgets: reps})
 }
 
 func (h *handlers) budget(c echo.Context) error {

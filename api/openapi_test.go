@@ -233,6 +233,7 @@ var wireSchemas = map[string]reflect.Type{
 	"ModelExport":          reflect.TypeFor[types.ModelExport](),
 	"BudgetRequest":        reflect.TypeFor[types.BudgetRequest](),
 	"BudgetReport":         reflect.TypeFor[types.BudgetReport](),
+	"BudgetList":           reflect.TypeFor[types.BudgetList](),
 	"Enrollment":           reflect.TypeFor[types.Enrollment](),
 	"DeviceInfo":           reflect.TypeFor[types.DeviceInfo](),
 	"RoundStatus":          reflect.TypeFor[types.RoundStatus](),
@@ -676,7 +677,13 @@ func TestContractTour(t *testing.T) {
 	}
 	must("GET", "/v1/jobs/"+devJob.ID+"/devices", "audit", "", 200, nil)
 	must("GET", "/v1/jobs", "audit", "", 200, nil)
-	must("GET", "/v1/budgets/tour", "audit", "", 200, nil)
+	var one types.BudgetReport
+	must("GET", "/v1/budgets/tour", "audit", "", 200, &one)
+	var all types.BudgetList
+	must("GET", "/v1/budgets", "audit", "", 200, &all)
+	if len(all.Budgets) != 1 || !reflect.DeepEqual(all.Budgets[0], one) {
+		t.Fatalf("GET /v1/budgets: %+v, want the one budget as GET /v1/budgets/tour reports it: %+v", all, one)
+	}
 	must("GET", "/v1/log/key", "audit", "", 200, nil)
 	must("GET", "/v1/log/checkpoint", "audit", "", 200, nil)
 	must("GET", "/v1/log/consistency?old=1", "audit", "", 200, nil)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/dpfl/dpfl/accounting"
 	"github.com/dpfl/dpfl/api/types"
@@ -406,4 +407,23 @@ func (m *Manager) charge(l *ledgerState, spec types.Spec, r int) (stop string, e
 	c.events = append(c.events, l.event)
 	c.count[l.jobID]++
 	return "", nil
+}
+
+// Budgets is every shared budget's report (Budget), in name order; an
+// empty list, never nil, when there is none.
+func (m *Manager) Budgets() ([]types.BudgetReport, error) {
+	names, err := m.BudgetNames()
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	out := make([]types.BudgetReport, 0, len(names))
+	for _, name := range names {
+		rep, err := m.Budget(name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rep)
+	}
+	return out, nil
 }

@@ -78,6 +78,12 @@ type Budget struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// BudgetList is the answer of GET /v1/budgets: every shared budget's
+// report, by name.
+type BudgetList struct {
+	Budgets []BudgetReport `json:"budgets"`
+}
+
 // BudgetReport is a shared budget, the jobs charged to it, its spend over
 // all their ledgers and what its running jobs have reserved.
 type BudgetReport struct {

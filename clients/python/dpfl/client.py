@@ -464,9 +464,8 @@ class Client:
         """Every shared budget's report (GET /v1/budgets).
 
         Raises:
-            NotSupported: the server has no such route. dpfl-server's API
-                (docs/api.md) has none today: only PUT and GET
-                /v1/budgets/{name}; look a budget up by name with
+            NotSupported: the server has no such route (dpfl-server
+                before the route existed); look a budget up by name with
                 :meth:`budget`.
         """
         try:

@@ -366,11 +366,13 @@ class BudgetTest(unittest.TestCase):
         self.assertAlmostEqual(rep["remaining"], 8.0 - rep["epsilon"])
         self.assertEqual(rep["running"], 0)
 
-    def test_list_is_not_in_the_api(self) -> None:
-        # dpfl-server has no GET /v1/budgets (docs/api.md): budgets() says so
-        # rather than guess. When the route lands, this test must change.
-        with self.assertRaises(dpfl.NotSupported):
-            self.c.budgets()
+    def test_list(self) -> None:
+        # GET /v1/budgets: every budget's report, the one this test made
+        # among them, equal to its own GET /v1/budgets/{name}.
+        self.c.create_budget(self.name, 8.0, DELTA)
+        listed = {b["name"]: b for b in self.c.budgets()}
+        self.assertIn(self.name, listed)
+        self.assertEqual(listed[self.name], self.c.budget(self.name))
 
     def test_errors(self) -> None:
         with self.assertRaises(dpfl.NotFound):
