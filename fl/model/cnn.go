@@ -21,14 +21,14 @@ import (
 //	dense C (softmax)
 //
 // Conv1 runs as im2col followed by a GEMM (simd.Gemm); conv2, with 88%
-// of the model's multiplications, as Winograd's F(2×2, 3×3), whose 2×2
-// output tiles are the pooling windows (winograd.go): 16 GEMMs over
-// tiles × channels, 2.25× fewer multiplications than im2col. Activations
+// of the model's multiplications, as Winograd's F(4×4, 3×3), whose 4×4
+// output tiles are four pooling windows (winograd.go): 36 GEMMs over
+// tiles × channels, 4× fewer multiplications than im2col. Activations
 // are stored position-major with channels last (HWC); conv1's output
 // rows hold their even columns first, then their odd ones, so that
-// Winograd's input transform runs on whole rows (winoInput). Conv2's
-// outputs are only ever held for one image, the pooling keeping which
-// input of each window won.
+// Winograd's input transform reads whole rows (winoInput). Conv2's
+// outputs are never stored, the pooling keeping which input of each
+// window won.
 //
 // Parameter layout (flat, in this order): W1 (c1×9, row f holds filter f
 // over the 3×3 window in row-major order), b1 (c1), W2 (c2×9·c1, window
@@ -52,11 +52,15 @@ type cnn struct {
 	w4, b4       int
 	params       int
 	flat, k1, k2 int // q²·c2, 9, 9·c1
-	// p1 = s1² conv1 positions, ne = ⌈s1/2⌉ even columns of a row;
-	// conv2 is computed only at the 2q×2q positions the pooling reads, in
-	// chunks of nb whole images (cr = q) or of cr pooled rows of one image
-	// (nb = 1): nb·cr·q Winograd tiles.
-	p1, ne, nb, cr int
+	// Conv2 is computed by tq × tq Winograd tiles of 4×4 outputs,
+	// tq = ⌈q/2⌉, covering the 2q×2q positions the pooling reads, from
+	// conv1's outputs at sp × sp positions, sp = 4·tq + 2 (s1, or one
+	// less or one more; those beyond s1 are zero): p1 = sp² of them, a
+	// row's ne = sp/2 even columns then its ne odd ones. It runs in
+	// chunks of nb whole images (cr = tq) or of cr tile rows of one image
+	// (nb = 1): nb·cr·tq tiles. pw words of pooling winners a pooled unit
+	// (simd.WinoPoolWords(c2)).
+	tq, sp, p1, ne, nb, cr, pw int
 }
 
 // cnnK1 is conv1's im2col row: the 3×3 window and a constant 1, so that
@@ -65,12 +69,12 @@ type cnn struct {
 // last column is b1).
 const cnnK1 = 10
 
-// cnnChunkFloats bounds conv2's per-chunk Winograd matrices, 16·(c1 + c2)
-// floats a tile: 256 Ki floats (1 MiB) hold a whole 28×28 image's 144
-// tiles. Smaller chunks that stay in L2 were slower, not faster: a step
-// at batch 20 took 18.8, 17.5, 17.1 and 16.8 ms with chunks of 1/6, 1/4,
-// 1/2 and all of an image (more Gemm calls and transform calls per tile
-// outweigh the cache misses). The bound only matters for larger images.
+// cnnChunkFloats bounds conv2's per-chunk Winograd matrices, 36·(c1 + c2)
+// floats a tile: 256 Ki floats (1 MiB) hold two 28×28 images' 72 tiles,
+// whose products ran ≈10% faster than one image's 36 (more rows per Gemm
+// call; a training step ≈5% faster), and chunks of half an image or less
+// were slower still, as with F(2×2, 3×3) before, although they stay in
+// L2. The bound only matters for larger images.
 var cnnChunkFloats = 256 << 10
 
 // cnnEvalBatch caps the examples Evaluate runs through the dense layers at
@@ -94,13 +98,16 @@ func newCNN(side, c1, c2, hidden, classes int, drop1, drop2 float64) *cnn {
 	m.q = m.s2 / 2
 	m.k1, m.k2 = 9, 9*c1
 	m.flat = m.q * m.q * c2
-	m.p1 = m.s1 * m.s1
-	m.ne = (m.s1 + 1) / 2
-	perRow := winoTile * (c1 + c2) * m.q // Winograd floats per pooled row
-	m.nb, m.cr = max(1, cnnChunkFloats/(m.q*perRow)), m.q
+	m.tq = (m.q + 1) / 2
+	m.sp = 4*m.tq + 2
+	m.p1 = m.sp * m.sp
+	m.ne = m.sp / 2
+	m.pw = simd.WinoPoolWords(c2)
+	perRow := winoTile * (c1 + c2) * m.tq // Winograd floats per tile row
+	m.nb, m.cr = max(1, cnnChunkFloats/(m.tq*perRow)), m.tq
 	if m.nb == 1 {
-		chunks := (m.q*perRow + cnnChunkFloats - 1) / cnnChunkFloats
-		m.cr = (m.q + chunks - 1) / chunks // balanced chunks
+		chunks := (m.tq*perRow + cnnChunkFloats - 1) / cnnChunkFloats
+		m.cr = (m.tq + chunks - 1) / chunks // balanced chunks
 	}
 	off := 0
 	next := func(n int) int { o := off; off += n; return o }
@@ -149,18 +156,17 @@ type cnnWorkspace struct {
 	// One image at a time.
 	col1  []float32 // p1 × cnnK1 im2col of the image (window, 1)
 	w1    []float32 // c1 × cnnK1: [W1 | b1]
-	a1one []float32 // nb × p1 × c1 conv1 outputs of the images being evaluated (a1's layout)
+	a1one []float32 // nb × p1 × c1 conv1 outputs of the images being evaluated (a1's layout), or a copy of a1's in the backward pass
 	// Winograd (winograd.go): the transformed filters, and one chunk's
 	// transformed inputs V (∂V in the backward pass) and products M (∂M).
-	ut, u  []float32 // 16 × c1 × c2, 16 × c2 × c1
-	wv, wm []float32 // 16 × tiles × c1, 16 × tiles × c2
-	wtmp   []float32 // 8 × (q+1)·c1: row transforms
+	ut, u  []float32 // 36 × c1 × c2, 36 × c2 × c1
+	wv, wm []float32 // 36 × tiles × c1, 36 × tiles × c2
 
 	// The batch, for up to cap examples (min(maxBatch, cnnEvalBatch),
 	// or maxBatch once trained).
 	cap    int
 	pool   []float32 // cap × flat (post-ReLU, post-dropout)
-	arg    []uint8   // cap × flat: which window input won (0–3), +4 where the ReLU blocked it
+	win    []uint32  // cap × tq² × 4 × pw: which window input won where the ReLU passed it (simd.WinoOutputPool)
 	h      []float32 // cap × hidden (post-ReLU, post-dropout)
 	logits []float32 // cap × C
 
@@ -171,7 +177,7 @@ type cnnWorkspace struct {
 	dLogits      []float32 // maxBatch × C
 	dA1          []float32 // nb × p1 × c1 gradient w.r.t. a chunk's conv1 outputs
 	gW1, gW2, gb []float32 // see below
-	gu           []float32 // 16 × c2 × c1: ∂L/∂u summed over the batch
+	gu           []float32 // 36 × c2 × c1: ∂L/∂u summed over the batch
 	// gW1, gW2 and gb sum the gradients of conv1 ([W1 | b1]ᵀ: cnnK1 × c1,
 	// row t < 9 is ∂W1[·, t], row 9 is ∂b1), of W2 (c2 × k2) and of b2
 	// over the batch's images: every image's backward pass reads W2, so
@@ -194,8 +200,7 @@ func (m *cnn) NewWorkspace(maxBatch int) Workspace {
 		col1: make([]float32, m.p1*cnnK1), w1: make([]float32, m.c1*cnnK1),
 		a1one: make([]float32, m.nb*m.p1*m.c1),
 		ut:    make([]float32, winoTile*m.c1*m.c2), u: make([]float32, winoTile*m.c1*m.c2),
-		wv: make([]float32, winoTile*winoPad(m.nb*m.cr*m.q)*m.c1), wm: make([]float32, winoTile*winoPad(m.nb*m.cr*m.q)*m.c2),
-		wtmp: make([]float32, 8*(m.q+1)*m.c1),
+		wv: make([]float32, winoTile*winoPad(m.nb*m.cr*m.tq)*m.c1), wm: make([]float32, winoTile*winoPad(m.nb*m.cr*m.tq)*m.c2),
 	}
 	ws.batchBuffers(min(maxBatch, cnnEvalBatch))
 	if maxBatch <= cnnEvalBatch {
@@ -208,7 +213,7 @@ func (m *cnn) NewWorkspace(maxBatch int) Workspace {
 func (ws *cnnWorkspace) batchBuffers(n int) {
 	m := ws.m
 	ws.cap = n
-	ws.pool, ws.arg = make([]float32, n*m.flat), make([]uint8, n*m.flat)
+	ws.pool, ws.win = make([]float32, n*m.flat), make([]uint32, n*m.winFlat())
 	ws.h, ws.logits = make([]float32, n*m.hidden), make([]float32, n*m.classes)
 }
 
@@ -228,6 +233,10 @@ func (ws *cnnWorkspace) trainBuffers() {
 	ws.gu = make([]float32, winoTile*m.c1*m.c2)
 }
 
+// winFlat is the number of pooling-winner words of an image: 4 pooled
+// units of pw words a tile.
+func (m *cnn) winFlat() int { return m.tq * m.tq * 4 * m.pw }
+
 // Seed implements Seeder: the dropout masks restart from stream (a, b).
 func (ws *cnnWorkspace) Seed(a, b uint64) { ws.pcg.Seed(a, b) }
 
@@ -240,30 +249,48 @@ func (ws *cnnWorkspace) dropout(v, mask []float32, p float64) {
 	keep := float32(1 / (1 - p))
 	thr := uint64(math.Round(p * (1 << 16)))
 	mask = mask[:len(v)]
-	var r uint64
-	for i := range v {
-		if i&3 == 0 {
-			r = ws.pcg.Uint64()
-		} else {
+	// Four units a draw, unrolled (the per-unit loop with a branch every
+	// fourth unit took ≈1.65× as long on a batch's pooled units); no
+	// branch on the draw itself: a random one mispredicts.
+	for len(v) >= 4 && len(mask) >= 4 {
+		r := ws.pcg.Uint64()
+		k0 := keep * float32(b2u(r&(1<<16-1) >= thr))
+		k1 := keep * float32(b2u(r>>16&(1<<16-1) >= thr))
+		k2 := keep * float32(b2u(r>>32&(1<<16-1) >= thr))
+		k3 := keep * float32(b2u(r>>48 >= thr))
+		mask[0], mask[1], mask[2], mask[3] = k0, k1, k2, k3
+		v[0], v[1], v[2], v[3] = v[0]*k0, v[1]*k1, v[2]*k2, v[3]*k3
+		v, mask = v[4:], mask[4:]
+	}
+	if len(v) > 0 {
+		r := ws.pcg.Uint64()
+		for i := range v {
+			k := keep * float32(b2u(r&(1<<16-1) >= thr))
+			mask[i] = k
+			v[i] *= k
 			r >>= 16
 		}
-		k := keep * float32(b2u(r&(1<<16-1) >= thr)) // no branch: see winoOutputPool
-		mask[i] = k
-		v[i] *= k
 	}
 }
 
-// im2col1 writes the p1 rows of conv1's im2col matrix of one s×s image:
-// the 3×3 window at each valid position, then a 1, in a1's order (row by
-// row, each row's even columns first, then its odd ones), so that the
-// GEMM writes conv1's output in that order.
-func im2col1(col, img []float32, s int) {
+// im2col1 writes the sp² rows of conv1's im2col matrix of one s×s image:
+// the 3×3 window at each of the sp × sp positions, then a 1, in a1's
+// order (row by row, each row's even columns first, then its odd ones),
+// so that the GEMM writes conv1's output in that order. Positions beyond
+// the s−2 valid ones (sp = s−1 or s) get all-zero rows, hence outputs of
+// 0 and no gradient.
+func im2col1(col, img []float32, s, sp int) {
 	o := s - 2
 	r := 0
-	for y := range o {
+	for y := range sp {
 		for _, x0 := range [2]int{0, 1} {
-			for x := x0; x < o; x += 2 {
+			for x := x0; x < sp; x += 2 {
 				row := col[r*cnnK1 : (r+1)*cnnK1 : (r+1)*cnnK1]
+				r++
+				if y >= o || x >= o {
+					clear(row)
+					continue
+				}
 				w0 := img[y*s+x : y*s+x+3]
 				w1 := img[(y+1)*s+x : (y+1)*s+x+3]
 				w2 := img[(y+2)*s+x : (y+2)*s+x+3]
@@ -271,33 +298,31 @@ func im2col1(col, img []float32, s int) {
 				row[3], row[4], row[5] = w1[0], w1[1], w1[2]
 				row[6], row[7], row[8] = w2[0], w2[1], w2[2]
 				row[9] = 1
-				r++
 			}
 		}
 	}
 }
 
-// a1Even and a1Odd are row y's even and odd columns (⌈s1/2⌉ and ⌊s1/2⌋
-// positions of c1 values) in a conv1 output laid out as a1 is.
+// a1Even and a1Odd are row y's even and odd columns (ne positions of c1
+// values each) in a conv1 output laid out as a1 is.
 func (m *cnn) a1Even(a1 []float32, y int) []float32 {
-	return a1[y*m.s1*m.c1 : (y*m.s1+m.ne)*m.c1]
+	return a1[y*m.sp*m.c1 : (y*m.sp+m.ne)*m.c1]
 }
 
 func (m *cnn) a1Odd(a1 []float32, y int) []float32 {
-	return a1[(y*m.s1+m.ne)*m.c1 : (y+1)*m.s1*m.c1]
+	return a1[(y*m.sp+m.ne)*m.c1 : (y+1)*m.sp*m.c1]
 }
 
-// conv1 computes one image's conv1 output a (p1×c1, post-ReLU) from img,
-// with ws.w1 holding [W1 | b1].
+// conv1 computes one image's conv1 output a (p1×c1, before the ReLU) from
+// img, with ws.w1 holding [W1 | b1].
 func (ws *cnnWorkspace) conv1(a, img []float32) {
 	m := ws.m
-	im2col1(ws.col1, img, m.side)
+	im2col1(ws.col1, img, m.side, m.sp)
 	simd.Gemm(false, true, m.p1, m.c1, cnnK1, 1, ws.col1, cnnK1, ws.w1, cnnK1, 0, a, m.c1)
-	simd.ReLU(a)
 }
 
 // forwardConv runs the convolutions and the pooling of the n images x into
-// pool and arg, chunk by chunk (nb images, or cr pooled rows of one); with
+// pool and win, chunk by chunk (nb images, or cr tile rows of one); with
 // a1 ≠ nil it keeps each image's conv1 output there (n × p1 × c1) for
 // the backward pass.
 func (ws *cnnWorkspace) forwardConv(params, x []float32, n int, a1 []float32) {
@@ -308,7 +333,7 @@ func (ws *cnnWorkspace) forwardConv(params, x []float32, n int, a1 []float32) {
 		ws.w1[f*cnnK1+9] = params[m.b1+f]
 	}
 	b2 := params[m.b2:m.w3]
-	m.winoFilters(ws.ut, ws.u, params[m.w2:m.b2])
+	filters := false // winoFilters done
 	pc := m.p1 * m.c1
 	for b0 := 0; b0 < n; b0 += m.nb {
 		nb := min(m.nb, n-b0)
@@ -319,22 +344,38 @@ func (ws *cnnWorkspace) forwardConv(params, x []float32, n int, a1 []float32) {
 		for k := range nb {
 			ws.conv1(a[k*pc:(k+1)*pc], x[(b0+k)*D:(b0+k+1)*D])
 		}
-		for i0 := 0; i0 < m.q; i0 += m.cr {
-			i1 := min(i0+m.cr, m.q)
-			per := (i1 - i0) * m.q
+		// The ReLU after all of the chunk's products: im2col1's scalar
+		// code ran slower right after it (see winoFilters' call).
+		simd.ReLU(a)
+		for i0 := 0; i0 < m.tq; i0 += m.cr {
+			i1 := min(i0+m.cr, m.tq)
+			per := (i1 - i0) * m.tq
 			T := nb * per
 			Tp := winoPad(T)
 			v, mm := ws.wv[:winoTile*Tp*m.c1], ws.wm[:winoTile*Tp*m.c2]
 			for k := range nb {
-				m.winoInput(v, a[k*pc:(k+1)*pc], ws.wtmp, Tp, k*per, i0, i1)
+				m.winoInput(v, a[k*pc:(k+1)*pc], Tp, k*per, i0, i1)
+			}
+			if !filters {
+				// Here rather than first: scalar float code (here ut's
+				// transposition) ran up to ≈2× slower after a kernel that
+				// leaves the upper halves of the vector registers dirty, as
+				// the avx512 path's ReLU and Axpy do (Go's scalar float
+				// code is legacy SSE, whose writes then merge into the full
+				// register); simd.WinoInput ends with VZEROUPPER.
+				m.winoFilters(ws.ut, ws.u, params[m.w2:m.b2])
+				filters = true
 			}
 			for xi := range winoTile {
 				clear(v[(xi*Tp+T)*m.c1 : (xi+1)*Tp*m.c1]) // padding
 				// M_ξ = V_ξ·U_ξᵀ (Tp × c2), both read in place.
 				simd.Gemm(false, false, Tp, m.c2, m.c1, 1, v[xi*Tp*m.c1:], m.c1, ws.ut[xi*m.c1*m.c2:], m.c2, 0, mm[xi*Tp*m.c2:], m.c2)
 			}
-			o := b0*m.flat + i0*m.q*m.c2 // the chunk's tiles are consecutive pooled units
-			m.winoOutputPool(ws.pool[o:o+T*m.c2], ws.arg[o:o+T*m.c2], mm, b2, T, Tp)
+			wf := m.winFlat()
+			for k := range nb {
+				b := b0 + k
+				m.winoOutputPool(ws.pool[b*m.flat:(b+1)*m.flat], ws.win[b*wf:(b+1)*wf], mm, b2, Tp, k*per, i0, i1)
+			}
 		}
 	}
 }
@@ -481,20 +522,34 @@ func (ws *cnnWorkspace) backwardConv(x []float32, n int) {
 		nb := min(m.nb, n-b0)
 		da := ws.dA1[:nb*pc]
 		clear(da)
-		for i0 := 0; i0 < m.q; i0 += m.cr {
-			i1 := min(i0+m.cr, m.q)
-			per := (i1 - i0) * m.q
+		// The chunk's conv1 outputs, staged in a1one (Evaluate's buffer):
+		// the forward pass left them in memory, and one sequential copy
+		// then reads from cache ran faster than the transforms' 12
+		// interleaved row streams reading them there (BenchmarkStep/cnn:
+		// the input transform took 2.6× longer in the backward pass than
+		// in the forward pass).
+		a := ws.a1one[:nb*pc]
+		copy(a, ws.a1[b0*pc:(b0+nb)*pc])
+		for i0 := 0; i0 < m.tq; i0 += m.cr {
+			i1 := min(i0+m.cr, m.tq)
+			per := (i1 - i0) * m.tq
 			T := nb * per
 			Tp := winoPad(T)
 			v, dm := ws.wv[:winoTile*Tp*m.c1], ws.wm[:winoTile*Tp*m.c2]
-			o := b0*m.flat + i0*m.q*m.c2
-			var mask []float32 // nil: no dropout
-			if m.drop1 > 0 {
-				mask = ws.mask1[o : o+T*m.c2]
-			}
-			m.winoUnpool(dm, ws.dPool[o:o+T*m.c2], mask, ws.arg[o:o+T*m.c2], gb, T, Tp)
+			wf := m.winFlat()
 			for k := range nb {
-				m.winoInput(v, ws.a1[(b0+k)*pc:(b0+k+1)*pc], ws.wtmp, Tp, k*per, i0, i1)
+				b := b0 + k
+				var mask []float32 // nil: no dropout
+				if m.drop1 > 0 {
+					mask = ws.mask1[b*m.flat : (b+1)*m.flat]
+				}
+				m.winoUnpool(dm, ws.dPool[b*m.flat:(b+1)*m.flat], mask, ws.win[b*wf:(b+1)*wf], gb, Tp, k*per, i0, i1)
+			}
+			for xi := range winoTile {
+				clear(dm[(xi*Tp+T)*m.c2 : (xi+1)*Tp*m.c2]) // padding (winoPad's doc)
+			}
+			for k := range nb {
+				m.winoInput(v, a[k*pc:(k+1)*pc], Tp, k*per, i0, i1)
 			}
 			for xi := range winoTile {
 				clear(v[(xi*Tp+T)*m.c1 : (xi+1)*Tp*m.c1]) // padding
@@ -505,14 +560,17 @@ func (ws *cnnWorkspace) backwardConv(x []float32, n int) {
 				simd.Gemm(false, false, Tp, m.c1, m.c2, 1, dm[xi*Tp*m.c2:], m.c2, ws.u[xi*m.c2*m.c1:], m.c1, 0, v[xi*Tp*m.c1:], m.c1)
 			}
 			for k := range nb {
-				m.winoInputAdjoint(da[k*pc:(k+1)*pc], v, ws.wtmp, Tp, k*per, i0, i1)
+				m.winoInputAdjoint(da[k*pc:(k+1)*pc], v, Tp, k*per, i0, i1)
 			}
 			beta = 1
 		}
 		for k := range nb {
-			b, a1, da1 := b0+k, ws.a1[(b0+k)*pc:(b0+k+1)*pc], da[k*pc:(k+1)*pc]
+			b, a1, da1 := b0+k, a[k*pc:(k+1)*pc], da[k*pc:(k+1)*pc]
+			// im2col1 first: scalar code right after a kernel that leaves
+			// the vector registers' upper halves dirty (ReLUMask on the
+			// avx512 path) runs slower (see winoFilters' call).
+			im2col1(ws.col1, x[b*D:(b+1)*D], m.side, m.sp)
 			simd.ReLUMask(da1, a1)
-			im2col1(ws.col1, x[b*D:(b+1)*D], m.side)
 			// [∂W1 | ∂b1]ᵀ += [col | 1]ᵀ·δ (10 × c1: δ's 32 columns fill
 			// two column tiles), rather than δᵀ·[col | 1] (c1 × 10, whose
 			// one column tile would be 10 of 16 wide): ≈3× faster.

@@ -21,11 +21,10 @@ func WorkspaceBytes(m Model, maxBatch int, train bool) int64 {
 		return f32 * (floats + widest)
 	case *cnn:
 		c1, c2, h, C := int64(m.c1), int64(m.c2), int64(m.hidden), int64(m.classes)
-		p1, flat, nb, q := int64(m.p1), int64(m.flat), int64(m.nb), int64(m.q)
-		tp := int64(winoPad(m.nb * m.cr * m.q))
-		// One chunk's convolutions: col1, w1, a1one, ut and u, V and M,
-		// the row transforms' scratch.
-		floats := p1*cnnK1 + c1*cnnK1 + nb*p1*c1 + 2*winoTile*c1*c2 + winoTile*tp*(c1+c2) + 8*(q+1)*c1
+		p1, flat, nb := int64(m.p1), int64(m.flat), int64(m.nb)
+		tp := int64(winoPad(m.nb * m.cr * m.tq))
+		// One chunk's convolutions: col1, w1, a1one, ut and u, V and M.
+		floats := p1*cnnK1 + c1*cnnK1 + nb*p1*c1 + 2*winoTile*c1*c2 + winoTile*tp*(c1+c2)
 		trains := train || maxBatch <= cnnEvalBatch
 		capacity := min(b, cnnEvalBatch)
 		if trains {
@@ -34,8 +33,8 @@ func WorkspaceBytes(m Model, maxBatch int, train bool) int64 {
 			// gW2, gb, gu.
 			floats += b*(p1*c1+2*flat+2*h+C) + nb*p1*c1 + cnnK1*c1 + c2*int64(m.k2) + max(c2, h, C) + winoTile*c1*c2
 		}
-		// pool, h, logits (and arg, one byte a unit).
-		return f32*(floats+capacity*(flat+h+C)) + capacity*flat
+		// pool, h, logits, and win (winFlat words an image).
+		return f32 * (floats + capacity*(flat+h+C+int64(m.winFlat())))
 	}
 	return -1
 }
