@@ -250,3 +250,89 @@ func TestClipBitsInTheRing(t *testing.T) {
 		t.Fatalf("b̃ = %v, want %v", got, -1.5/10+0.5)
 	}
 }
+
+// The sensitivity of adaptive clipping under secure aggregation, in the
+// ring: one client's contribution to the unmasked sum is its encoded
+// update x (int32 coordinates) and its bit u = ±1, which take noise
+// z_Δ·C·2^f and 2σ_b. Over adversarial updates (norms around C, spikes,
+// huge values) with the real stochastic rounding, ‖x‖/(z_Δ·C·2^f) and
+// |u|/(2σ_b) together stay within 1/z (add/remove), and any two clients'
+// contributions differ by at most 2/z (replace-one): the Gaussian(z)
+// event the ledger records.
+func TestSecureAdaptiveSensitivity(t *testing.T) {
+	const d, clip, z, sb, bound = 64, 0.5, 1.1, 3.0, 50
+	zd, err := DeltaNoiseMultiplier(z, sb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, err := secagg.NewEncoding(bound, clip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scale := math.Ldexp(1, enc.FracBits)
+	gen := rand.New(rand.NewPCG(21, 22))
+	type contribution struct {
+		x []int32
+		u int32
+	}
+	var cs []contribution
+	for trial := range 300 {
+		delta := make([]float32, d)
+		switch trial % 4 {
+		case 0: // a spike, norm across C
+			delta[gen.IntN(d)] = float32(clip * (0.5 + gen.Float64()))
+		case 1: // dense at norm exactly C
+			var s float64
+			for i := range delta {
+				delta[i] = float32(gen.NormFloat64())
+				s += float64(delta[i]) * float64(delta[i])
+			}
+			for i := range delta {
+				delta[i] = float32(float64(delta[i]) * clip / math.Sqrt(s))
+			}
+		case 2: // huge
+			for i := range delta {
+				delta[i] = float32(gen.NormFloat64() * 1e6)
+			}
+		default: // all coordinates ±C/√d·(1 ± ε): rounding pushes them up
+			for i := range delta {
+				delta[i] = float32((1 + 1e-3*gen.Float64()) * clip / math.Sqrt(d) * float64(1-2*gen.IntN(2)))
+			}
+		}
+		x := make([]uint32, d)
+		norm, err := EncodeSecureInput(x, delta, clip, enc, gen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := contribution{x: make([]int32, d), u: int32(EncodeClipBit(norm, clip))}
+		for i, v := range x {
+			c.x[i] = int32(v)
+		}
+		cs = append(cs, c)
+	}
+	joint := func(dx float64, du int32) float64 {
+		return math.Hypot(dx/(zd*clip*scale), float64(du)/(2*sb))
+	}
+	const tol = 1e-9
+	for _, a := range cs {
+		var s float64
+		for _, v := range a.x {
+			s += float64(v) * float64(v)
+		}
+		if j := joint(math.Sqrt(s), a.u); j > (1+tol)/z {
+			t.Fatalf("one client moves the ring sum by %v noise units, over 1/z = %v", j, 1/z)
+		}
+	}
+	for i := 0; i < len(cs); i += 7 {
+		for k := 1; k < len(cs); k += 5 {
+			var s float64
+			for c := range cs[i].x {
+				dv := float64(cs[i].x[c]) - float64(cs[k].x[c])
+				s += dv * dv
+			}
+			if j := joint(math.Sqrt(s), cs[i].u-cs[k].u); j > (1+tol)*2/z {
+				t.Fatalf("replacing a client moves the ring sum by %v noise units, over 2/z = %v", j, 2/z)
+			}
+		}
+	}
+}
