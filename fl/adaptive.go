@@ -69,12 +69,16 @@ func (a *AdaptiveClip) NoisyFraction(unclipped, n int, m float64, rng *rand.Rand
 // noisy fraction b̃, clamped to [MinClip, MaxClip]. It depends on released
 // values only, so a resumed job recomputes it from its stored metrics.
 func (a *AdaptiveClip) Next(c, noisyFraction float64) float64 {
-	next := c * math.Exp(-a.LearningRate*(noisyFraction-a.TargetQuantile))
+	return a.Clamp(c * math.Exp(-a.LearningRate*(noisyFraction-a.TargetQuantile)))
+}
+
+// Clamp is c within [MinClip, MaxClip] (a zero bound is none).
+func (a *AdaptiveClip) Clamp(c float64) float64 {
 	if a.MinClip > 0 {
-		next = max(next, a.MinClip)
+		c = max(c, a.MinClip)
 	}
 	if a.MaxClip > 0 {
-		next = min(next, a.MaxClip)
+		c = min(c, a.MaxClip)
 	}
-	return next
+	return c
 }

@@ -24,8 +24,8 @@ func TestDeltaNoiseMultiplier(t *testing.T) {
 			t.Errorf("z=%v σ_b=%v: z_Δ = %v should exceed z", c.z, c.sb, zd)
 		}
 	}
-	// Andrew et al. 2021, §3: with m = 100 clients and σ_b = m/20 = 5, z = 1
-	// leaves z_Δ = (1 − 1/100)^(−1/2) ≈ 1.00504.
+	// The paper's default σ_b = m/20 at m = 100 clients is 5; z = 1 then
+	// leaves z_Δ = (1 − 1/100)^(−1/2) ≈ 1.00504, by hand.
 	if zd, _ := DeltaNoiseMultiplier(1, 5); math.Abs(zd-1/math.Sqrt(0.99)) > 1e-12 {
 		t.Errorf("z_Δ(1, 5) = %v, want %v", zd, 1/math.Sqrt(0.99))
 	}

@@ -88,14 +88,7 @@ func adaptiveClip(spec types.Spec, clip float64) *fl.AdaptiveClip {
 // round's own computation, with the same range).
 func resumeClip(a *fl.AdaptiveClip, spec types.Spec, round int, metrics []json.RawMessage) (float64, error) {
 	if round == 0 {
-		c := spec.DP.AdaptiveClipping.InitialClip
-		if a.MinClip > 0 {
-			c = max(c, a.MinClip)
-		}
-		if a.MaxClip > 0 {
-			c = min(c, a.MaxClip)
-		}
-		return c, nil
+		return a.Clamp(spec.DP.AdaptiveClipping.InitialClip), nil
 	}
 	if len(metrics) < round {
 		return 0, fmt.Errorf("adaptive clipping: %d rounds committed but %d rounds of metrics stored", round, len(metrics))

@@ -96,6 +96,11 @@ func TestAdaptiveClippingRefusals(t *testing.T) {
 			s.Population.Size, s.Sampling = 2000, types.SamplingSpec{Scheme: "fixed", CohortSize: 1000}
 		}},
 		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) { s.Audit.Canaries = 4 }},
+		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) { s.Participation.OverSelection = 0.5 }},
+		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) { s.Participation.DeadlineSeconds = 30 }},
+		{"dp.adaptive_clipping", func(_ *types.AdaptiveClippingSpec, s *types.Spec) {
+			s.Client.Stragglers, s.Client.DropStragglers = 0.2, true
+		}},
 		{"dp.adaptive_clipping.target_quantile", func(a *types.AdaptiveClippingSpec, _ *types.Spec) { a.TargetQuantile = 1 }},
 		{"dp.adaptive_clipping.learning_rate", func(a *types.AdaptiveClippingSpec, _ *types.Spec) { a.LearningRate = -0.1 }},
 		{"dp.adaptive_clipping.initial_clip", func(a *types.AdaptiveClippingSpec, _ *types.Spec) { a.InitialClip = math.Inf(1) }},
