@@ -215,6 +215,7 @@ var wireSchemas = map[string]reflect.Type{
 	"ServerSpec":           reflect.TypeFor[types.ServerSpec](),
 	"DPSpec":               reflect.TypeFor[types.DPSpec](),
 	"AdaptiveClippingSpec": reflect.TypeFor[types.AdaptiveClippingSpec](),
+	"DistributedDPSpec":    reflect.TypeFor[types.DistributedDPSpec](),
 	"SecAggSpec":           reflect.TypeFor[types.SecAggSpec](),
 	"RoundTimeSpec":        reflect.TypeFor[types.RoundTimeSpec](),
 	"ParticipationSpec":    reflect.TypeFor[types.ParticipationSpec](),

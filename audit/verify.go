@@ -93,6 +93,10 @@ type specFields struct {
 		// PrivacyUnit is dp.budget's earlier name, in the specs of jobs
 		// submitted before the rename.
 		PrivacyUnit string `json:"privacy_unit"`
+		// Mechanism and Distributed: the distributed discrete Gaussian's
+		// published parameters (ddg.go).
+		Mechanism   string     `json:"mechanism"`
+		Distributed *ddgFields `json:"distributed"`
 	} `json:"dp"`
 	Sampling struct {
 		Scheme string `json:"scheme"`
@@ -301,7 +305,11 @@ func checkEvents(rawSpec string, spec specFields, entries, charges []parsed) ([]
 		if err != nil {
 			return nil, fmt.Errorf("%s: charge seq %d: %w", p.what, l.Seq, err)
 		}
-		if i == 0 {
+		if i == 0 && spec.DP.Mechanism == mechanismDDG {
+			if err := checkDDGEvent(ev, spec); err != nil {
+				return nil, fmt.Errorf("%s: charge seq %d: %w: an event parameter was changed", p.what, l.Seq, err)
+			}
+		} else if i == 0 {
 			if err := checkNoise(ev, spec.DP.NoiseMultiplier); err != nil {
 				return nil, fmt.Errorf("%s: charge seq %d: %w: an event parameter was changed", p.what, l.Seq, err)
 			}
@@ -407,6 +415,8 @@ func checkNoise(e accounting.Event, z float64) error {
 			}
 		case accounting.NonPrivate:
 			return errors.New("event is a non-private release")
+		case accounting.ZCDP:
+			return fmt.Errorf("event is a zCDP bound (ρ = %v), which only the distributed discrete Gaussian charges, but the job's spec adds central Gaussian noise", e.Rho)
 		}
 		return nil
 	}

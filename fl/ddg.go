@@ -36,9 +36,9 @@ import (
 // step of the decoding are post-processing; wrap-around costs accuracy,
 // never privacy.
 //
-// Nothing here is wired into jobs yet (issue 16): the job layer still
-// has to pick the per-round rotation seed, size n for the survivors, mask
-// the y_i with secure aggregation and charge DDGRho in the ledger.
+// SecureAggregator (Distributed) and devices (package device) run it
+// inside secure aggregation, with a fresh public rotation seed per
+// round (DDGRound); the job layer charges DDGRhoAt in the ledger.
 
 // DDGBeta is the default conditional-rounding bias β = e^(−1/2) of
 // ChooseDDGParams, the value used in KLS21's experiments and what
@@ -265,13 +265,21 @@ func DDGSensitivity(p DDGParams) (l2 float64) {
 // minimum number of survivors the round allows. Errors: p invalid, or the
 // accountant's errors (survivors < 1, σ < 1/2 with survivors ≥ 2).
 func DDGRho(p DDGParams, survivors int) (float64, error) {
+	return DDGRhoAt(p, survivors, OneClip)
+}
+
+// DDGRhoAt is DDGRho for a release whose sum one user moves by sens·Δ₂
+// in L2 norm: OneClip under add/remove adjacency (one client's vector in
+// or out), TwoClips under replace-one (one client's vector replaced by
+// another's, as with a fixed cohort or devices). Errors are DDGRho's.
+func DDGRhoAt(p DDGParams, survivors int, sens Sensitivity) (float64, error) {
 	if err := p.Validate(); err != nil {
 		return 0, err
 	}
 	s2, _ := p.Sigma2.Float64()
 	s2 = math.Nextafter(s2, 0) // ≤ σ² whatever the rounding of Float64
 	sigma := math.Nextafter(math.Sqrt(s2), 0)
-	return accounting.DistributedDiscreteGaussianRho(survivors, p.PaddedDim, sigma, DDGSensitivity(p))
+	return accounting.DistributedDiscreteGaussianRho(survivors, p.PaddedDim, sigma, float64(sens)*DDGSensitivity(p))
 }
 
 // ChooseDDGParams chooses the distributed discrete Gaussian's parameters

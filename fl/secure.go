@@ -150,6 +150,23 @@ type SecureAggregator struct {
 	// the bound may wrap the sum, which costs accuracy, never privacy
 	// (the noise is added in the ring, ReleaseSecureSum).
 	MaxClients int
+	// Distributed, when set (under DP), runs the distributed discrete
+	// Gaussian instead (KLS21; ddg.go): each simulated client clips,
+	// rotates, rounds and adds its own noise share (EncodeDDGInput) with
+	// a fresh rotation seed per instance, the protocol sums vectors of
+	// Distributed.PaddedDim values, and the server only decodes
+	// (ReleaseDDGSum): it adds no noise and never holds an un-noised
+	// sum. Params.NoiseMultiplier is then unused; MinClients is the
+	// survivor floor the ledger's ρ assumes (the protocol aborts below
+	// it, before unmasking).
+	Distributed *DDGParams
+
+	// wrap and sawSum are for tests only: they watch every message the
+	// simulated clients send the server (secagg.Memory.Wrap) and the
+	// unmasked sum the distributed mechanism's server holds, with its
+	// round, so that a test can inspect all the server ever sees.
+	wrap   func(i int, t secagg.ClientTransport) secagg.ClientTransport
+	sawSum func(sum []uint32, r DDGRound)
 }
 
 // NewAccumulator keeps each client's delta until the round's protocol
@@ -207,6 +224,9 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if s.MaxClients > 0 {
 		bound = s.MaxClients
 	}
+	if s.Distributed != nil {
+		return s.releaseDistributed(dst, inputs, expected)
+	}
 	noise, dim := s.Params, d
 	if a := s.Adaptive; a != nil {
 		// The bit adds one coordinate; z_Δ first, so that an undefined
@@ -221,17 +241,11 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if err != nil {
 		return st, err
 	}
-	session := make([]byte, 16)
-	if _, err := crand.Read(session); err != nil {
-		return st, err
-	}
-	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: dim, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
+	session, err := newSession()
 	if err != nil {
 		return st, err
 	}
-	mem := &secagg.Memory{Server: srv, Clients: s.clients(inputs, session, enc, noise.ClipNorm), Workers: s.Workers, Drop: s.dropouts(n)}
-	driver := &secagg.ServerDriver{Server: srv, Transport: mem, Clients: n}
-	res, err := driver.Run(context.Background())
+	res, err := s.runInstance(session, dim, s.clients(inputs, session, enc, noise.ClipNorm))
 	if err != nil {
 		return st, err
 	}
@@ -247,6 +261,67 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	ReleaseSecureSum(dst, make([]float64, d), res.Sum[:d], enc, noise, denom, s.Rand)
 	st.Clients = len(res.Survivors)
 	st.SecAgg = NewSecAggStats(res, enc, s.Attempt)
+	return st, nil
+}
+
+// newSession draws a protocol instance's session identifier from
+// crypto/rand.
+func newSession() ([]byte, error) {
+	session := make([]byte, 16)
+	_, err := crand.Read(session)
+	return session, err
+}
+
+// runInstance runs one protocol instance over vectors of dim values
+// among clients in memory, the server's end by a secagg.ServerDriver, the
+// simulated dropouts drawn by s.dropouts. Errors wrap
+// secagg.ErrTooFewSurvivors when it aborts.
+func (s *SecureAggregator) runInstance(session []byte, dim int, clients []*secagg.ClientDriver) (secagg.Result, error) {
+	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: dim, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
+	if err != nil {
+		return secagg.Result{}, err
+	}
+	n := len(clients)
+	mem := &secagg.Memory{Server: srv, Clients: clients, Workers: s.Workers, Drop: s.dropouts(n), Wrap: s.wrap}
+	driver := &secagg.ServerDriver{Server: srv, Transport: mem, Clients: n}
+	return driver.Run(context.Background())
+}
+
+// releaseDistributed is Release under the distributed discrete Gaussian
+// (Distributed): a fresh public rotation seed, the simulated clients'
+// EncodeDDGInput in the protocol's masked_input step, and the server's
+// ReleaseDDGSum of the unmasked noisy sum over the expected cohort.
+func (s *SecureAggregator) releaseDistributed(dst []float32, inputs [][]float32, expected float64) (AggregateStats, error) {
+	st := AggregateStats{Clients: len(inputs)}
+	r, err := NewDDGRound(*s.Distributed)
+	if err != nil {
+		return st, err
+	}
+	rot := r.Rotation()
+	session, err := newSession()
+	if err != nil {
+		return st, err
+	}
+	clients := make([]*secagg.ClientDriver, len(inputs))
+	for i := range clients {
+		clients[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
+			Input: func(context.Context) ([]uint32, error) {
+				x := make([]uint32, r.Params.PaddedDim)
+				return x, EncodeDDGInput(x, inputs[i], r, rot)
+			}}
+	}
+	res, err := s.runInstance(session, r.Params.PaddedDim, clients)
+	if err != nil {
+		return st, err
+	}
+	if s.sawSum != nil {
+		s.sawSum(res.Sum, r)
+	}
+	if err := ReleaseDDGSum(dst, res.Sum, r, rot, expected); err != nil {
+		return st, err
+	}
+	st.Clients = len(res.Survivors)
+	st.SecAgg = NewSecAggStats(res, secagg.Encoding{}, s.Attempt)
 	return st, nil
 }
 

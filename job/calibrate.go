@@ -95,7 +95,13 @@ func checkFirstRoundFits(spec types.Spec) error {
 // displace another, so the round is the plain Gaussian mechanism at
 // sensitivity 2C (replace-one adjacency over enrolled devices, each of
 // which joins a round at most once).
+//
+// The distributed discrete Gaussian's rounds are ddgEvent's unsampled
+// zCDP events (ddg.go).
 func roundEvent(spec types.Spec) accounting.Event {
+	if distributed(spec) {
+		return ddgEvent(spec)
+	}
 	z := spec.DP.NoiseMultiplier
 	if spec.Population.Source == "devices" {
 		return fl.RoundEvent(nil, 0, z, fl.TwoClips)

@@ -51,9 +51,29 @@ func fedAvg(spec types.Spec, mdl model.Model, server fl.ServerOptimizer, workers
 // users: secure aggregation, DP-FedAvg's Gaussian aggregator with noise
 // multiplier z, or (without DP) the example-weighted mean. secure is the
 // noise source; the sensitivity harness passes z = 0 to see the pre-noise
-// sum of the very aggregator the runner uses.
-func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers int) fl.Aggregator {
+// sum of the very aggregator the runner uses. Under the distributed
+// discrete Gaussian the clients add the noise, sized by z (ddgParams);
+// its parameters' errors are the only errors.
+func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers int) (fl.Aggregator, error) {
 	switch {
+	case distributed(spec):
+		s := spec
+		s.DP.NoiseMultiplier = z
+		p, err := ddgParams(s)
+		if err != nil {
+			return nil, err
+		}
+		sampler, _ := specSampler(spec, n)
+		return &fl.SecureAggregator{
+			DP:          true,
+			MinClients:  spec.SecAgg.MinClients,
+			DropoutRate: spec.SecAgg.DropoutRate,
+			Rand:        secure,
+			Dropouts:    rand.New(rand.NewPCG(spec.Seed, 0xd409)),
+			Workers:     workers,
+			MaxClients:  cohortBound(sampler, n),
+			Distributed: &p,
+		}, nil
 	case spec.SecureAggregation:
 		sampler, _ := specSampler(spec, n)
 		sa := &fl.SecureAggregator{
@@ -72,14 +92,14 @@ func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers in
 				sa.Adaptive = adaptiveClip(spec, a.InitialClip) // the runner sets its clip and range
 			}
 		}
-		return sa
+		return sa, nil
 	case spec.DP.Enabled:
 		g := &fl.GaussianAggregator{Params: dp.Params{ClipNorm: spec.DP.ClipNorm, NoiseMultiplier: z}, Rand: secure}
 		if a := spec.DP.AdaptiveClipping; a != nil {
 			g.Adaptive = adaptiveClip(spec, a.InitialClip) // the runner sets a resumed job's clip
 		}
-		return g
+		return g, nil
 	default:
-		return fl.WeightedMean{}
+		return fl.WeightedMean{}, nil
 	}
 }

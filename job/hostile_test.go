@@ -218,7 +218,11 @@ func TestMemoryEstimateCoversAllocation(t *testing.T) {
 			t.Fatal(err)
 		}
 		alg := fedAvg(spec, mdl, server, 1, 1)
-		alg.Aggregate = aggregator(spec, spec.DP.NoiseMultiplier, 1, rand.New(rand.NewPCG(3, 4)), 1)
+		agg, err := aggregator(spec, spec.DP.NoiseMultiplier, 1, rand.New(rand.NewPCG(3, 4)), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alg.Aggregate = agg
 		var roundErr error
 		got := allocated(func() { _, roundErr = alg.Round(context.Background(), 1, params, pop, []int{0}, 1) })
 		if roundErr != nil {

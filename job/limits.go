@@ -236,6 +236,7 @@ var limits = map[string]bound{
 	"dp.adaptive_clipping.count_noise_multiplier": {lo: 1e-3, hi: MaxNoiseStd, zero: true, note: "(0: the expected cohort / 20)"},
 	"dp.epsilon_budget":                           {lo: MinEpsilon, hi: MaxEpsilon, zero: true, note: "(0: no budget)"},
 	"dp.target_epsilon":                           {lo: MinEpsilon, hi: MaxEpsilon, zero: true, note: "(0: use noise_multiplier)"},
+	"dp.distributed.modulus_bits":                 {lo: 8, hi: 32, zero: true, note: "(0: 32)"},
 	"eval_every":                                  {lo: 1, hi: unbounded},
 	"secagg.dropout_rate":                         {lo: 0, hi: MaxSecAggDropoutRate},
 	"secagg.min_clients":                          {lo: MinSecAggClients, hi: unbounded, note: "(one client's sum is its update)"},
@@ -359,7 +360,7 @@ func checkExpectedCohort(s types.Spec) error {
 // + 1) < 2^31 with f ≥ 8) and exceeds the rounding slack √d·2^−f that
 // EncodeSecureInput subtracts from it. Otherwise every round would fail.
 func checkSecureEncoding(s types.Spec, d int) error {
-	if !s.SecureAggregation {
+	if !s.SecureAggregation || distributed(s) { // ChooseDDGParams checks its own encoding
 		return nil
 	}
 	n := s.Sampling.CohortSize

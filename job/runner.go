@@ -180,6 +180,7 @@ func (m *Manager) admit(spec types.Spec) (types.Spec, error) {
 	if err := checkSecureEncoding(spec, mdl.NumParams()); err != nil {
 		return spec, err
 	}
+	spec = withDistributedDimension(spec, mdl.NumParams())
 	return spec, m.checkMemory(spec, mdl)
 }
 
@@ -255,6 +256,9 @@ func (m *Manager) planPrivacy(spec types.Spec) (types.Spec, error) {
 		return spec, err
 	}
 	spec = withAdaptiveDefaults(spec)
+	if spec, err = withDistributedPlan(spec); err != nil {
+		return spec, err
+	}
 	zField := "dp.noise_multiplier"
 	if spec.DP.TargetEpsilon > 0 {
 		zField = "dp.target_epsilon"

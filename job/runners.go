@@ -128,7 +128,10 @@ func (jr *jobRun) newSimulatedRunner(mdl model.Model, pop data.Population, secur
 	_, size := analysed(spec)
 	alg := fedAvg(spec, mdl, jr.state.server, m.workers, n)
 	alg.Scaffold = jr.state.scaffold
-	alg.Aggregate = aggregator(spec, spec.DP.NoiseMultiplier*m.noiseFactor(), n, secure, m.workers)
+	var err error
+	if alg.Aggregate, err = aggregator(spec, spec.DP.NoiseMultiplier*m.noiseFactor(), n, secure, m.workers); err != nil {
+		return nil, fmt.Errorf("not started: %w", err)
+	}
 	s := &simulatedRunner{pop: pop, alg: alg, sampler: sampler, part: participationModel(spec.Participation, spec.Seed),
 		amongAvailable: spec.Participation.AmongAvailable, size: size, secure: secure}
 	s.secAgg, _ = alg.Aggregate.(*fl.SecureAggregator)

@@ -82,7 +82,11 @@ func preNoiseSum(t *testing.T, spec types.Spec, pop *harnessPop, cohort []int, n
 		t.Fatal(err)
 	}
 	alg := fedAvg(spec, mdl, server, 2, n)
-	alg.Aggregate = aggregator(spec, 0, n, rand.New(rand.NewPCG(1, 2)), 2)
+	agg, err := aggregator(spec, 0, n, rand.New(rand.NewPCG(1, 2)), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alg.Aggregate = agg
 	kept, _, _ := participationModel(spec.Participation, spec.Seed).Filter(cohort, 1)
 	params := make([]float32, mdl.NumParams())
 	if _, err := alg.Round(context.Background(), 1, params, pop, kept, 1); err != nil {

@@ -16,6 +16,7 @@ func validateDP(e *fieldErrs, s types.Spec) {
 	e.rng("dp.epsilon_budget", d.EpsilonBudget)
 	e.rng("dp.target_epsilon", d.TargetEpsilon)
 	validateAdaptiveClipping(e, s)
+	validateMechanism(e, s)
 	validateReleases(e, s)
 }
 

@@ -283,6 +283,79 @@ type DPSpec struct {
 	// part of Delta that secure aggregation's aborts and retries cost
 	// (abort.go); the accountant reports ε at Delta − AbortDelta.
 	AbortDelta float64 `json:"abort_delta,omitempty"`
+	// Mechanism is where the noise is added: MechanismCentralGaussian
+	// ("central_gaussian", the default when empty: the server adds
+	// N(0, (z·C)²) to the cohort's sum) or MechanismDistributedDiscreteGaussian
+	// ("distributed_discrete_gaussian": each client adds its own discrete
+	// Gaussian share inside the secure sum, Kairouz, Liu & Steinke, ICML
+	// 2021; needs secure_aggregation and a fixed cohort or devices).
+	Mechanism string `json:"mechanism,omitempty"`
+	// Distributed configures the distributed discrete Gaussian; only with
+	// that mechanism. The user may set ModulusBits; the server fills in
+	// the rest at submission and the job's spec shows the parameters
+	// chosen.
+	Distributed *DistributedDPSpec `json:"distributed,omitempty"`
+}
+
+// The values of DPSpec.Mechanism.
+const (
+	// MechanismCentralGaussian: the server adds Gaussian noise of
+	// standard deviation z·C to the clipped sum (McMahan et al. 2018).
+	MechanismCentralGaussian = "central_gaussian"
+	// MechanismDistributedDiscreteGaussian: every client adds a discrete
+	// Gaussian share to its rotated, rounded update inside secure
+	// aggregation (Kairouz, Liu & Steinke, ICML 2021, Algorithm 1), so
+	// the server only ever holds noisy sums.
+	MechanismDistributedDiscreteGaussian = "distributed_discrete_gaussian"
+)
+
+// DistributedDPSpec holds the distributed discrete Gaussian's parameters
+// (Kairouz, Liu & Steinke, "The Distributed Discrete Gaussian Mechanism
+// for Federated Learning with Secure Aggregation", ICML 2021, KLS21
+// below): ModulusBits is the user's; every other field is set by the
+// server at submission from C, the model's dimension d, the planned
+// survivors n and z (fl.ChooseDDGParams) and is refused or overwritten
+// if given. Integer-domain quantities are in units of the rounding
+// granularity γ.
+type DistributedDPSpec struct {
+	// ModulusBits is b: the sum is computed modulo 2^b (0: 32, the
+	// secure sum's own ring). In [8, 32]. Fewer bits wrap sooner; the
+	// server refuses a b that would lose more than 10% accuracy
+	// (fl.DDGMaxAccuracyLoss) or wrap.
+	ModulusBits int `json:"modulus_bits,omitempty"`
+	// Dimension is d, the model's parameter count; PaddedDimension the
+	// next power of two, the length of the rotated vectors.
+	Dimension       int `json:"dimension,omitempty"`
+	PaddedDimension int `json:"padded_dimension,omitempty"`
+	// Clients is n, the noise shares each share is sized for: the
+	// expected survivors of a round (the cohort, less its expected
+	// dropouts). MinSurvivors is secagg.min_clients, raised at
+	// submission to at least ⌈0.8·Clients⌉: no sum with fewer
+	// surviving clients is unmasked, and the ledger's ρ assumes only
+	// that many shares, so more dropouts than planned cost accuracy
+	// only, and ε is a bound whatever happens.
+	Clients      int `json:"clients,omitempty"`
+	MinSurvivors int `json:"min_survivors,omitempty"`
+	// Gamma is γ, the rounding granularity (model units per integer
+	// step); Beta the conditional rounding's β (KLS21 Theorem 1).
+	Gamma float64 `json:"gamma,omitempty"`
+	Beta  float64 `json:"beta,omitempty"`
+	// Sigma2 is σ², each client's discrete Gaussian parameter, the exact
+	// rational ("num/den") the clients sample with.
+	Sigma2 string `json:"sigma2,omitempty"`
+	// L2Sensitivity is Δ₂, the bound on one client's rounded vector
+	// (KLS21 Theorem 1); replace-one adjacency charges 2Δ₂.
+	L2Sensitivity float64 `json:"l2_sensitivity,omitempty"`
+	// Rho is the ρ of one round's zCDP event in the ledger (KLS21
+	// Proposition 14, Eq. 17, at MinSurvivors shares and sensitivity
+	// 2Δ₂), without amplification by sampling.
+	Rho float64 `json:"rho,omitempty"`
+	// WrapStdDevs is how many standard deviations of the noisy sum fit
+	// in the modulus; AccuracyLoss the expected squared error of the
+	// decoded sum relative to the central Gaussian's at the same z,
+	// minus 1 (0.02 = 2% more).
+	WrapStdDevs  float64 `json:"wrap_std_devs,omitempty"`
+	AccuracyLoss float64 `json:"accuracy_loss,omitempty"`
 }
 
 // AdaptiveClippingSpec configures adaptive clipping (Andrew, Thakkar,
