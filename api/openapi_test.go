@@ -239,6 +239,7 @@ var wireSchemas = map[string]reflect.Type{
 	"DeviceInfo":           reflect.TypeFor[types.DeviceInfo](),
 	"RoundStatus":          reflect.TypeFor[types.RoundStatus](),
 	"JoinInfo":             reflect.TypeFor[types.JoinInfo](),
+	"DistributedRound":     reflect.TypeFor[types.DistributedRound](),
 	"LogKeyResponse":       reflect.TypeFor[types.LogKeyResponse](),
 	"CheckpointResponse":   reflect.TypeFor[types.CheckpointResponse](),
 	"LeavesResponse":       reflect.TypeFor[types.LeavesResponse](),

@@ -16,7 +16,9 @@ import (
 
 // train runs the job's local training on ds from the round's global model
 // (fl.LocalTrainer, all of ds each epoch), then clips the delta and
-// encodes it for secure aggregation (fl.EncodeSecureInput).
+// encodes it for secure aggregation (fl.EncodeSecureInput), or, under
+// the distributed discrete Gaussian, adds its own noise share to it
+// (encodeDistributed).
 func train(ds *data.Dataset, info types.JoinInfo) ([]uint32, error) {
 	m, err := model.New(info.Model, ds.Dim, ds.Classes)
 	if err != nil {
@@ -40,8 +42,36 @@ func train(ds *data.Dataset, info types.JoinInfo) ([]uint32, error) {
 	}
 	delta := make([]float32, len(info.Params))
 	fl.NewLocalTrainer(m, cfg).Train(delta, info.Params, ds, idx, info.ClientLR, rng)
+	if info.Distributed != nil {
+		return encodeDistributed(delta, info.Distributed)
+	}
 	input := make([]uint32, len(delta))
 	if _, err := fl.EncodeSecureInput(input, delta, info.ClipNorm, info.Encoding, rng); err != nil {
+		return nil, err
+	}
+	return input, nil
+}
+
+// encodeDistributed is the device's step of the distributed discrete
+// Gaussian (Kairouz, Liu & Steinke, ICML 2021, Algorithm 1): clip,
+// rotate with the round's seed, round, and add this device's own
+// discrete Gaussian share (fl.EncodeDDGInput, keyed from crypto/rand),
+// so that the server's sum is noisy before the server sees it.
+func encodeDistributed(delta []float32, w *types.DistributedRound) ([]uint32, error) {
+	p, err := fl.NewDDGParams(w.ClipNorm, w.Dimension, w.PaddedDimension, w.ModulusBits, w.Gamma, w.Beta, w.Sigma2, w.Clients)
+	if err != nil {
+		return nil, fmt.Errorf("the round's distributed DP parameters: %w", err)
+	}
+	if p.Dim != len(delta) {
+		return nil, fmt.Errorf("the round's distributed DP parameters are for %d values, the model has %d", p.Dim, len(delta))
+	}
+	r := fl.DDGRound{Params: p}
+	if len(w.RotationSeed) != len(r.Seed) {
+		return nil, fmt.Errorf("the round's rotation seed has %d bytes, want %d", len(w.RotationSeed), len(r.Seed))
+	}
+	copy(r.Seed[:], w.RotationSeed)
+	input := make([]uint32, p.PaddedDim)
+	if err := fl.EncodeDDGInput(input, delta, r, r.Rotation()); err != nil {
 		return nil, err
 	}
 	return input, nil
@@ -65,7 +95,7 @@ func saveInput(dir string, info types.JoinInfo, input []uint32) error {
 	}
 	b, err := json.Marshal(client.SavedInput{
 		Round: info.Round, Attempt: info.Attempt, ClientID: info.ClientID, Encoding: info.Encoding,
-		Global: info.Params, Input: input,
+		Global: info.Params, Input: input, Distributed: info.Distributed,
 	})
 	if err != nil {
 		return err

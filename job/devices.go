@@ -290,6 +290,11 @@ type deviceRunner struct {
 	spec   types.Spec
 	server fl.ServerOptimizer
 	noise  dp.Params
+	// ddg, under the distributed discrete Gaussian, is the job's plan:
+	// each round publishes it with a fresh rotation seed (JoinInfo's
+	// Distributed), the devices add the noise, and the server only
+	// decodes (fl.ReleaseDDGSum).
+	ddg    *fl.DDGParams
 	secure *rand.Rand
 	update *fl.ServerUpdate // from server, made by the first round
 	avg    []float32
@@ -303,7 +308,15 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
-	dr, err := d.newRound(r, attempt, params, enc)
+	var ddg *fl.DDGRound
+	if d.ddg != nil {
+		rd, err := fl.NewDDGRound(*d.ddg)
+		if err != nil {
+			return fl.RoundStats{}, err
+		}
+		ddg = &rd
+	}
+	dr, err := d.newRound(r, attempt, params, enc, ddg)
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
@@ -321,7 +334,9 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 	if spec.DP.Enabled {
 		denom = float64(spec.Sampling.CohortSize)
 	}
-	d.release(res.Sum, enc, denom)
+	if err := d.release(res.Sum, enc, ddg, denom); err != nil {
+		return fl.RoundStats{}, err
+	}
 	if d.update == nil {
 		d.update = &fl.ServerUpdate{Optimizer: d.server, LR: spec.Server.LR, Schedule: fl.Schedule(spec.Server.LRSchedule), Rounds: spec.Rounds}
 	}
@@ -333,21 +348,28 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 }
 
 // newRound makes attempt of round r's instance, its session bound to the
-// job, round and attempt, waiting for its first stage to open.
-func (d *deviceRunner) newRound(r, attempt int, params []float32, enc secagg.Encoding) (*deviceRound, error) {
+// job, round and attempt, waiting for its first stage to open. Under the
+// distributed discrete Gaussian (ddg set) the devices' inputs are the
+// rotated vectors of ddg.Params.PaddedDim values, and the round's
+// parameters and seed go to every device that joins.
+func (d *deviceRunner) newRound(r, attempt int, params []float32, enc secagg.Encoding, ddg *fl.DDGRound) (*deviceRound, error) {
 	spec := d.spec
 	session := make([]byte, 16)
 	if _, err := crand.Read(session); err != nil {
 		return nil, err
 	}
 	session = fmt.Appendf(session, "|%s|%d|%d", d.jobID, r, attempt)
+	dim := len(params)
+	if ddg != nil {
+		dim = ddg.Params.PaddedDim
+	}
 	srv, err := secagg.NewServer(secagg.ServerConfig{
-		Session: session, Dim: len(params), MinClients: spec.SecAgg.MinClients, DropoutRate: spec.SecAgg.DropoutRate, Workers: d.m.workers,
+		Session: session, Dim: dim, MinClients: spec.SecAgg.MinClients, DropoutRate: spec.SecAgg.DropoutRate, Workers: d.m.workers,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &deviceRound{
+	dr := &deviceRound{
 		round: r, attempt: attempt, stage: types.StageWaiting, srv: srv, max: spec.Sampling.CohortSize,
 		tokens: map[string]secagg.ClientID{}, owner: map[string]string{}, joined: map[string]secagg.ClientID{},
 		info: types.JoinInfo{
@@ -355,16 +377,41 @@ func (d *deviceRunner) newRound(r, attempt int, params []float32, enc secagg.Enc
 			Client: spec.Client, ClientLR: spec.Client.LR * fl.Schedule(spec.Client.LRSchedule).Factor(r, spec.Rounds),
 			Model: spec.Model, Params: slices.Clone(params),
 		},
-	}, nil
+	}
+	if ddg != nil {
+		dr.info.Distributed = distributedRound(ddg)
+	}
+	return dr, nil
+}
+
+// distributedRound is the wire form of a round of the distributed
+// discrete Gaussian (fl.NewDDGParams reads it back on the device).
+func distributedRound(r *fl.DDGRound) *types.DistributedRound {
+	p := r.Params
+	return &types.DistributedRound{
+		ClipNorm: p.Clip, Dimension: p.Dim, PaddedDimension: p.PaddedDim, ModulusBits: p.Bits,
+		Gamma: p.Gamma, Beta: p.Beta, Sigma2: p.Sigma2.RatString(), Clients: p.Clients, RotationSeed: r.Seed[:],
+	}
 }
 
 // seconds converts a spec's timeout in seconds.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-func (d *deviceRunner) release(sum []uint32, enc secagg.Encoding, denom float64) {
+// release decodes the unmasked sum into d.avg, the round's mean update:
+// with the server's noise added in the ring (fl.ReleaseSecureSum), or,
+// under the distributed discrete Gaussian, with only the devices'
+// (fl.ReleaseDDGSum).
+func (d *deviceRunner) release(sum []uint32, enc secagg.Encoding, ddg *fl.DDGRound, denom float64) error {
 	n := len(sum)
+	if ddg != nil {
+		n = ddg.Params.Dim
+	}
 	if len(d.avg) != n {
 		d.avg, d.dec = make([]float32, n), make([]float64, n)
 	}
+	if ddg != nil {
+		return fl.ReleaseDDGSum(d.avg, sum, *ddg, ddg.Rotation(), denom)
+	}
 	fl.ReleaseSecureSum(d.avg, d.dec, sum, enc, d.noise, denom, d.secure)
+	return nil
 }

@@ -94,7 +94,7 @@ func (jr *jobRun) newRoundRunner(mdl model.Model, pop data.Population) (roundRun
 		return nil, err
 	}
 	if jr.spec.Population.Source == "devices" {
-		return jr.newDevicesRunner(secure), nil
+		return jr.newDevicesRunner(secure)
 	}
 	return jr.newSimulatedRunner(mdl, pop, secure)
 }
@@ -186,15 +186,23 @@ func (s *simulatedRunner) run(ctx context.Context, r, attempt int, params []floa
 type devicesRunner struct{ d *deviceRunner }
 
 // newDevicesRunner builds the devices job's runner: the noise of the
-// spec's DP (none without), added by the server after unmasking, and the
-// model state's server optimizer.
-func (jr *jobRun) newDevicesRunner(secure *rand.Rand) devicesRunner {
+// spec's DP (none without), added by the server after unmasking or, under
+// the distributed discrete Gaussian, by the devices (its parameters'
+// errors are the only errors), and the model state's server optimizer.
+func (jr *jobRun) newDevicesRunner(secure *rand.Rand) (devicesRunner, error) {
 	spec := jr.spec
 	d := &deviceRunner{m: jr.m, jobID: jr.job.ID, spec: spec, server: jr.state.server, secure: secure, noise: dp.Params{ClipNorm: spec.DP.ClipNorm}}
-	if spec.DP.Enabled {
+	switch {
+	case distributed(spec):
+		p, err := ddgParams(spec)
+		if err != nil {
+			return devicesRunner{}, fmt.Errorf("not started: %w", err)
+		}
+		d.ddg = &p
+	case spec.DP.Enabled:
 		d.noise.NoiseMultiplier = spec.DP.NoiseMultiplier
 	}
-	return devicesRunner{d: d}
+	return devicesRunner{d: d}, nil
 }
 
 // run runs the round with the devices that join it.

@@ -145,6 +145,10 @@ type SavedInput struct {
 	Encoding secagg.Encoding `json:"encoding"`
 	Global   []float32       `json:"global"`
 	Input    []uint32        `json:"input"`
+	// Distributed is the round's distributed discrete Gaussian, when
+	// the job uses it: Input is then already noisy (the device's share),
+	// and decodes with these parameters and seed.
+	Distributed *types.DistributedRound `json:"distributed,omitempty"`
 }
 
 var _ secagg.ClientTransport = (*Participation)(nil)

@@ -87,6 +87,35 @@ type JoinInfo struct {
 	Model string `json:"model"`
 	// Params is the global model x_t the round starts from.
 	Params []float32 `json:"params"`
+	// Distributed, under dp.mechanism distributed_discrete_gaussian, is
+	// the round's public parameters: the device encodes its update with
+	// fl.EncodeDDGInput (its own noise share included) instead of
+	// Encoding, into PaddedDimension values.
+	Distributed *DistributedRound `json:"distributed,omitempty"`
+}
+
+// DistributedRound is one round of the distributed discrete Gaussian
+// (Kairouz, Liu & Steinke, ICML 2021, Algorithm 1) as a device receives
+// it: the job's parameters (dp.distributed; fl.DDGParams) and the round's
+// rotation seed, all public.
+type DistributedRound struct {
+	// ClipNorm is C; Dimension d and PaddedDimension p the update's and
+	// the rotated vector's lengths; ModulusBits b.
+	ClipNorm        float64 `json:"clip_norm"`
+	Dimension       int     `json:"dimension"`
+	PaddedDimension int     `json:"padded_dimension"`
+	ModulusBits     int     `json:"modulus_bits"`
+	// Gamma is γ (model units per integer step), Beta the conditional
+	// rounding's β.
+	Gamma float64 `json:"gamma"`
+	Beta  float64 `json:"beta"`
+	// Sigma2 is σ² of the device's discrete Gaussian share, an exact
+	// rational "num/den"; Clients the n shares it is sized for.
+	Sigma2  string `json:"sigma2"`
+	Clients int    `json:"clients"`
+	// RotationSeed (32 bytes) seeds the round's randomized Hadamard
+	// rotation (simd.NewHadamardRotation).
+	RotationSeed []byte `json:"rotation_seed"`
 }
 
 // Stages of a round with real devices, as GET /v1/jobs/{id}/participate
