@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketDevices holds the devices enrolled for devices jobs, one nested
@@ -60,7 +58,7 @@ func (db *DB) EnrollDevice(d Device) error {
 	if err != nil {
 		return fmt.Errorf("storage: device %q: encode: %w", d.ID, err)
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx kvTx) error {
 		if _, _, err := liveJob(tx, d.JobID, "enroll devices"); err != nil {
 			return err
 		}
@@ -95,7 +93,7 @@ func (db *DB) EnrollDevice(d Device) error {
 // for a record that fails its checksum or does not decode.
 func (db *DB) Devices(jobID string) ([]Device, error) {
 	var out []Device
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		if _, err := jobBucket(tx, jobID); err != nil {
 			return err
 		}
@@ -131,7 +129,7 @@ func (db *DB) Devices(jobID string) ([]Device, error) {
 // hash with the returned CredentialHash in constant time.
 func (db *DB) DeviceByCredentialHash(jobID string, hash []byte) (Device, error) {
 	var d Device
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		ids, creds, err := deviceBuckets(tx, jobID)
 		if err != nil {
 			return err
@@ -164,7 +162,7 @@ func (db *DB) DeviceByCredentialHash(jobID string, hash []byte) (Device, error) 
 
 // deviceBuckets returns devices/<job id>/ids and /credentials, both nil
 // when the job has no enrolments; one without the other is ErrCorrupt.
-func deviceBuckets(tx *bolt.Tx, jobID string) (ids, creds *bolt.Bucket, err error) {
+func deviceBuckets(tx kvTx, jobID string) (ids, creds kvBucket, err error) {
 	jb := tx.Bucket(bucketDevices).Bucket([]byte(jobID))
 	if jb == nil {
 		return nil, nil, nil

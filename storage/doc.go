@@ -1,7 +1,17 @@
 // Package storage is the crash-safe store for dpfl jobs: job records, the
 // per-job privacy ledger, per-round metrics and the latest global-model
 // checkpoint, plus a small settings table. It is a thin, typed layer over a
-// single bbolt (B+tree, copy-on-write, single-writer) file.
+// single bbolt (B+tree, copy-on-write, single-writer) file (Open), or over
+// an etcd cluster shared by several servers (OpenEtcd, etcd.go).
+//
+// The logic is written against a small transaction interface over nested
+// buckets (kv.go) that mirrors the part of bbolt's API it uses; bbolt and
+// etcd implement it. What follows describes the bbolt file; the etcd store
+// keeps the same buckets, keys and framed values under a key prefix, and
+// its transactions are serializable too (etcd.go). With a blob directory
+// (Options.BlobDir, required with etcd) the checkpoints are files named by
+// their SHA-256, the store holding only a checked pointer (blob.go). Writes
+// for a job can be fenced on its leader's election (DB.Fenced, fence.go).
 //
 // # Transaction model
 //
@@ -29,7 +39,10 @@
 //	jobs/<job id>/        one nested bucket per job
 //	    "meta"            framed JSON of Job
 //	    "checkpoint"      framed binary checkpoint (below); absent until round 1
-//	    ledger/           u64(seq)   → framed JSON of LedgerEntry, seq = 1, 2, …
+//	    "checkpoint_blob" instead of "checkpoint" with a blob directory: framed
+//	                      JSON pointer (SHA-256, length) to the blob (blob.go)
+//	    ledger/           u64(seq)   → framed JSON of LedgerEntry, seq = 1, 2, … (with
+//	                      an "attempt" field when AppendChargeOnce wrote it)
 //	    metrics/          u64(round) → framed metrics JSON, round = 1 … Job.Round
 //	units/                privacy units (shared budgets), unit.go
 //	log/                  the transparency log (tlog.go): leaves, tlog's stored

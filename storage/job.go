@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // JobState is the lifecycle state of a federated training job.
@@ -93,7 +91,7 @@ func (db *DB) CreateJob(j Job) error {
 	if j.UpdatedAt.IsZero() {
 		j.UpdatedAt = now
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx kvTx) error {
 		jobs := tx.Bucket(bucketJobs)
 		if jobs.Get([]byte(j.ID)) != nil || jobs.Bucket([]byte(j.ID)) != nil {
 			return fmt.Errorf("storage: job %q: %w", j.ID, ErrExists)
@@ -114,7 +112,7 @@ func (db *DB) CreateJob(j Job) error {
 // Job returns the job with the given ID, or an error wrapping ErrNotFound.
 func (db *DB) Job(id string) (Job, error) {
 	var j Job
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		b, err := jobBucket(tx, id)
 		if err != nil {
 			return err
@@ -128,7 +126,7 @@ func (db *DB) Job(id string) (Job, error) {
 // Jobs returns every job ordered by CreatedAt, ties broken by ID.
 func (db *DB) Jobs() ([]Job, error) {
 	var out []Job
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		return tx.Bucket(bucketJobs).ForEachBucket(func(k []byte) error {
 			j, err := readMeta(tx.Bucket(bucketJobs).Bucket(k), string(k))
 			if err != nil {
@@ -157,7 +155,7 @@ func (db *DB) SetJobState(id string, s JobState, message string) error {
 	if !s.Valid() {
 		return fmt.Errorf("storage: job %q: unknown state %q", id, s)
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx kvTx) error {
 		b, err := jobBucket(tx, id)
 		if err != nil {
 			return err
@@ -175,7 +173,7 @@ func (db *DB) SetJobState(id string, s JobState, message string) error {
 }
 
 // jobBucket returns jobs/<id>, or an error wrapping ErrNotFound.
-func jobBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+func jobBucket(tx kvTx, id string) (kvBucket, error) {
 	b := tx.Bucket(bucketJobs).Bucket([]byte(id))
 	if b == nil {
 		return nil, fmt.Errorf("storage: job %q: %w", id, ErrNotFound)
@@ -186,7 +184,7 @@ func jobBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
 // liveJob opens job id's bucket and record for a write, refusing a job in
 // a terminal state (ErrConflict): a finished job's ledger and rounds are
 // closed. action names the refused write in the error.
-func liveJob(tx *bolt.Tx, id, action string) (*bolt.Bucket, Job, error) {
+func liveJob(tx kvTx, id, action string) (kvBucket, Job, error) {
 	b, err := jobBucket(tx, id)
 	if err != nil {
 		return nil, Job{}, err
@@ -203,7 +201,7 @@ func liveJob(tx *bolt.Tx, id, action string) (*bolt.Bucket, Job, error) {
 
 // subBucket returns a required nested bucket of a job; its absence means
 // the file was damaged or written by something else.
-func subBucket(b *bolt.Bucket, id string, name []byte) (*bolt.Bucket, error) {
+func subBucket(b kvBucket, id string, name []byte) (kvBucket, error) {
 	s := b.Bucket(name)
 	if s == nil {
 		return nil, fmt.Errorf("storage: job %q: missing %s bucket: %w", id, name, ErrCorrupt)
@@ -211,8 +209,9 @@ func subBucket(b *bolt.Bucket, id string, name []byte) (*bolt.Bucket, error) {
 	return s, nil
 }
 
-// readMeta decodes and checks jobs/<id>/meta.
-func readMeta(b *bolt.Bucket, id string) (Job, error) {
+// readMeta decodes and checks jobs/<id>/meta. It needs only b's Get
+// (tests pass a raw *bbolt.Bucket).
+func readMeta(b interface{ Get(key []byte) []byte }, id string) (Job, error) {
 	var j Job
 	raw := b.Get(keyJobMeta)
 	if raw == nil {
@@ -238,8 +237,9 @@ func decodeMeta(id string, raw []byte) (Job, error) {
 	return j, nil
 }
 
-// putMeta writes j as framed JSON into its job bucket.
-func putMeta(b *bolt.Bucket, j *Job) error {
+// putMeta writes j as framed JSON into its job bucket. It needs only b's
+// Put (tests pass a raw *bbolt.Bucket).
+func putMeta(b interface{ Put(key, value []byte) error }, j *Job) error {
 	p, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("storage: job %q: encode: %w", j.ID, err)

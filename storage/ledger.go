@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // LedgerEntry is one record of a job's privacy ledger: the accounting event
@@ -18,6 +16,14 @@ type LedgerEntry struct {
 	Round int             `json:"round"`
 	Event json.RawMessage `json:"event"` // accounting event JSON, opaque here; stored compacted
 	Time  time.Time       `json:"time"`
+}
+
+// ledgerRecord is a ledger entry as stored: the entry's JSON fields,
+// then the attempt ID of AppendChargeOnce when one was given (an entry
+// without one encodes exactly as before the field existed).
+type ledgerRecord struct {
+	LedgerEntry
+	Attempt string `json:"attempt,omitempty"`
 }
 
 // AppendLedger appends e to the job's ledger in one transaction and returns
@@ -39,6 +45,10 @@ type LedgerEntry struct {
 // The same transaction appends the entry's charge leaf to the
 // transparency log (tlog.go) and signs the new head, so the ledger and
 // the log never disagree.
+//
+// A retry after an error whose outcome is unknown (ErrUnavailable) may
+// charge the round twice: an over-count, never a lost charge.
+// AppendChargeOnce makes such retries idempotent.
 func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 	return db.AppendCharge(jobID, e, "")
 }
@@ -46,6 +56,18 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 // AppendCharge is AppendLedger for a job charged to privacy unit unit as
 // well ("" for none): the charge leaf it logs names the unit.
 func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntry, error) {
+	return db.AppendChargeOnce(jobID, e, unit, "")
+}
+
+// AppendChargeOnce is AppendCharge made idempotent by attempt, an ID the
+// caller draws once per charge (e.g. 16 random bytes in hex) and passes
+// again when it retries the charge after an error of unknown outcome
+// (ErrUnavailable): if the ledger's last entry was stored with the same
+// attempt, round and (compacted) event, that entry is returned and
+// nothing is written, so the round is not charged twice. The attempt is
+// stored with the entry (an "attempt" field of its JSON; Ledger does not
+// return it). An empty attempt never matches: AppendCharge.
+func (db *DB) AppendChargeOnce(jobID string, e LedgerEntry, unit, attempt string) (LedgerEntry, error) {
 	if e.Round < 1 {
 		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: round %d, rounds start at 1", jobID, e.Round)
 	}
@@ -55,7 +77,8 @@ func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntr
 	if e.Time.IsZero() {
 		e.Time = time.Now().UTC()
 	}
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	var out LedgerEntry
+	err := db.update(func(tx kvTx) error {
 		b, j, err := liveJob(tx, jobID, "append to its ledger")
 		if err != nil {
 			return err
@@ -69,32 +92,46 @@ func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntr
 			return err
 		}
 		e.Seq = 1
-		if k, _ := l.Cursor().Last(); k != nil {
+		k, v := l.Cursor().Last()
+		if k != nil {
 			last, ok := keyU64(k)
 			if !ok {
 				return fmt.Errorf("storage: job %q ledger: key %x is not a seq: %w", jobID, k, ErrCorrupt)
 			}
 			e.Seq = last + 1
 		}
-		p, err := json.Marshal(&e)
+		p, err := json.Marshal(&ledgerRecord{LedgerEntry: e, Attempt: attempt})
 		if err != nil {
 			return fmt.Errorf("storage: job %q ledger: encode: %w", jobID, err)
-		}
-		if err := l.Put(u64(e.Seq), frame(p)); err != nil {
-			return err
 		}
 		// The entry as stored: its event compacted, as a read returns it.
 		var stored LedgerEntry
 		if err := json.Unmarshal(p, &stored); err != nil {
 			return err
 		}
+		if attempt != "" && k != nil {
+			prev, err := decodeLedger(k, v, e.Seq-1)
+			if err != nil {
+				return fmt.Errorf("storage: job %q ledger %w", jobID, err)
+			}
+			var rec ledgerRecord
+			pv, _ := unframe(v) // decodeLedger checked it
+			if json.Unmarshal(pv, &rec) == nil && rec.Attempt == attempt && prev.Round == e.Round && string(prev.Event) == string(stored.Event) {
+				out = prev // this attempt's charge is stored already
+				return nil
+			}
+		}
+		if err := l.Put(u64(e.Seq), frame(p)); err != nil {
+			return err
+		}
+		out = e
 		_, err = db.appendLeaf(tx, chargeLeaf(j, stored, unit))
 		return err
 	})
 	if err != nil {
 		return LedgerEntry{}, err
 	}
-	return e, nil
+	return out, nil
 }
 
 // Ledger returns the job's ledger ordered by Seq (1, 2, …). Any entry whose
@@ -119,7 +156,7 @@ func (db *DB) Ledger(jobID string) ([]LedgerEntry, error) {
 func (db *DB) JobLedger(jobID string) (Job, []LedgerEntry, error) {
 	var out []LedgerEntry
 	var j Job
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		b, err := jobBucket(tx, jobID)
 		if err != nil {
 			return err

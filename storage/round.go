@@ -2,10 +2,9 @@ package storage
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/dpfl/dpfl/audit"
 )
@@ -22,7 +21,25 @@ import (
 //
 // The checkpoint is encoded and hashed before the transaction starts so
 // bbolt's single writer lock is held only for the B+tree update and fsync.
+//
+// CommitRound does not require the round to have been charged: storage
+// cannot tell a job that charges its rounds (differentially private)
+// from one that does not. CommitChargedRound does.
 func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck Checkpoint) error {
+	return db.commitRound(jobID, round, metrics, ck, false)
+}
+
+// CommitChargedRound is CommitRound for a job whose every round is
+// charged to its ledger first (write-ahead): in the same transaction it
+// requires the ledger's last entry to be of this round, and otherwise
+// returns an error wrapping ErrConflict and writes nothing. With the etcd
+// store and a fenced view (Fenced), the charge's presence, the fence and
+// the commit are thus checked and written in one etcd Txn.
+func (db *DB) CommitChargedRound(jobID string, round int, metrics json.RawMessage, ck Checkpoint) error {
+	return db.commitRound(jobID, round, metrics, ck, true)
+}
+
+func (db *DB) commitRound(jobID string, round int, metrics json.RawMessage, ck Checkpoint, charged bool) error {
 	switch {
 	case round < 1:
 		return fmt.Errorf("storage: job %q: commit of round %d, rounds start at 1", jobID, round)
@@ -33,7 +50,17 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 	}
 	ckv := encodeCheckpoint(round, &ck)
 	model := audit.ModelHash(ck.Params)
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	// With a blob directory the checkpoint goes to its file first, and
+	// the transaction stores its pointer (blob.go).
+	var ref *blobRef
+	if db.blobDir != "" {
+		r, err := db.writeBlob(jobID, ckv)
+		if err != nil {
+			return fmt.Errorf("storage: job %q round %d: writing the checkpoint blob: %w", jobID, round, err)
+		}
+		ref = &r
+	}
+	err := db.update(func(tx kvTx) error {
 		b, j, err := liveJob(tx, jobID, fmt.Sprintf("commit round %d", round))
 		if err != nil {
 			return err
@@ -48,7 +75,7 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 		if err := mb.Put(u64(uint64(round)), frame(metrics)); err != nil {
 			return err
 		}
-		if err := b.Put(keyJobCheckpoint, ckv); err != nil {
+		if err := putCheckpoint(b, jobID, ckv, ref); err != nil {
 			return err
 		}
 		j.Round, j.UpdatedAt = round, time.Now().UTC()
@@ -58,36 +85,93 @@ func (db *DB) CommitRound(jobID string, round int, metrics json.RawMessage, ck C
 		if err != nil {
 			return err
 		}
+		if charged && leaf.ChargeSeq == 0 {
+			return fmt.Errorf("storage: job %q: commit of round %d, which has no charge in the ledger (its last entry is not of round %d): %w", jobID, round, round, ErrConflict)
+		}
 		if _, err := db.appendLeaf(tx, leaf); err != nil {
 			return err
 		}
 		return putMeta(b, &j)
 	})
+	if err == nil && ref != nil {
+		db.collectBlobs(jobID)
+	}
+	return err
+}
+
+// putCheckpoint stores the job's checkpoint ckv: inline, or (ref non-nil)
+// as the pointer to its blob, naming the blob it replaces as Prev. A job
+// keeps one of the two keys, so the other is deleted if present.
+func putCheckpoint(b kvBucket, id string, ckv []byte, ref *blobRef) error {
+	if ref == nil {
+		if b.Get(keyJobCheckpointBlob) != nil {
+			if err := b.Delete(keyJobCheckpointBlob); err != nil {
+				return err
+			}
+		}
+		return b.Put(keyJobCheckpoint, ckv)
+	}
+	r := *ref
+	if raw := b.Get(keyJobCheckpointBlob); raw != nil {
+		old, err := decodeBlobRef(raw)
+		if err != nil {
+			return fmt.Errorf("storage: job %q checkpoint: %v: %w", id, err, ErrCorrupt)
+		}
+		r.Prev = old.SHA256
+	}
+	if r.Prev == r.SHA256 {
+		r.Prev = ""
+	}
+	p, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if b.Get(keyJobCheckpoint) != nil {
+		if err := b.Delete(keyJobCheckpoint); err != nil {
+			return err
+		}
+	}
+	return b.Put(keyJobCheckpointBlob, frame(p))
 }
 
 // Checkpoint returns the job's latest checkpoint (that of round Job.Round)
 // in freshly allocated memory; ok is false if no round has been committed.
 // A checksum mismatch, undecodable payload or a checkpoint whose round is not
 // Job.Round gives an error wrapping ErrCorrupt naming job and round.
+//
+// With a blob directory the blob's length and SHA-256 are checked against
+// its stored pointer first: a missing or altered blob is an error wrapping
+// ErrCorrupt too.
 func (db *DB) Checkpoint(jobID string) (ck Checkpoint, ok bool, err error) {
-	err = db.bolt.View(func(tx *bolt.Tx) error {
-		b, err := jobBucket(tx, jobID)
-		if err != nil {
+	// A blob found missing is looked for once more: a commit in between
+	// may have moved the pointer on and removed an old blob (blob.go).
+	for try := 0; try < 2; try++ {
+		err = db.view(func(tx kvTx) error {
+			b, err := jobBucket(tx, jobID)
+			if err != nil {
+				return err
+			}
+			ck, ok, err = db.readCheckpoint(b, jobID)
 			return err
+		})
+		if !errors.Is(err, errBlobMissing) {
+			break
 		}
-		ck, ok, err = readCheckpoint(b, jobID)
-		return err
-	})
+	}
 	return ck, ok, err
 }
 
-// readCheckpoint reads and cross-checks jobs/<id>/checkpoint against meta.
-func readCheckpoint(b *bolt.Bucket, id string) (Checkpoint, bool, error) {
+// readCheckpoint reads and cross-checks the job's checkpoint (inline, or
+// its blob) against meta.
+func (db *DB) readCheckpoint(b kvBucket, id string) (Checkpoint, bool, error) {
 	j, err := readMeta(b, id)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
-	v := b.Get(keyJobCheckpoint)
+	v, _, _, err := db.checkpointValue(b, id, true)
+	if err != nil {
+		return Checkpoint{}, false, fmt.Errorf("storage: job %q checkpoint round %d: %w", id, j.Round, err)
+	}
 	if v == nil {
 		if j.Round > 0 {
 			return Checkpoint{}, false, fmt.Errorf("storage: job %q checkpoint round %d: missing: %w", id, j.Round, ErrCorrupt)
@@ -109,7 +193,7 @@ func readCheckpoint(b *bolt.Bucket, id string) (Checkpoint, bool, error) {
 // Job.Round gives an error wrapping ErrCorrupt naming job and round.
 func (db *DB) Metrics(jobID string) ([]json.RawMessage, error) {
 	var out []json.RawMessage
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		b, err := jobBucket(tx, jobID)
 		if err != nil {
 			return err
@@ -124,7 +208,7 @@ func (db *DB) Metrics(jobID string) ([]json.RawMessage, error) {
 }
 
 // readMetrics reads jobs/<id>/metrics and checks its keys are 1 … Job.Round.
-func readMetrics(b *bolt.Bucket, id string) ([]json.RawMessage, error) {
+func readMetrics(b kvBucket, id string) ([]json.RawMessage, error) {
 	j, err := readMeta(b, id)
 	if err != nil {
 		return nil, err

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -80,12 +79,12 @@ type LogEntry struct {
 
 // logBuckets are the log's buckets in one transaction.
 type logBuckets struct {
-	root, leaves, hashes, jobs *bolt.Bucket
+	root, leaves, hashes, jobs kvBucket
 }
 
 // openLog returns the log's buckets; in a read transaction of a file
 // that predates the log they may be absent (ok false).
-func openLog(tx *bolt.Tx) (logBuckets, bool) {
+func openLog(tx kvTx) (logBuckets, bool) {
 	r := tx.Bucket(bucketLog)
 	if r == nil {
 		return logBuckets{}, false
@@ -96,7 +95,7 @@ func openLog(tx *bolt.Tx) (logBuckets, bool) {
 
 // hashReader reads tlog's stored hashes from the hashes bucket, in the
 // transaction it was made in (a write transaction sees its own writes).
-type hashReader struct{ b *bolt.Bucket }
+type hashReader struct{ b kvBucket }
 
 // ReadHashes implements tlog.HashReader. A missing or damaged hash is an
 // error wrapping ErrCorrupt.
@@ -195,7 +194,8 @@ func (db *DB) SignLogHead() (bool, error) {
 		return false, errors.New("storage: no log signer (SetLogSigner)")
 	}
 	signed := false
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx kvTx) error {
+		signed = false // the etcd store may run this again
 		lb, err := ensureLog(tx)
 		if err != nil {
 			return err
@@ -216,14 +216,14 @@ func (db *DB) SignLogHead() (bool, error) {
 }
 
 // ensureLog returns the log's buckets, creating any that are missing.
-func ensureLog(tx *bolt.Tx) (logBuckets, error) {
+func ensureLog(tx kvTx) (logBuckets, error) {
 	r, err := tx.CreateBucketIfNotExists(bucketLog)
 	if err != nil {
 		return logBuckets{}, err
 	}
 	lb := logBuckets{root: r}
 	for _, b := range []struct {
-		dst  **bolt.Bucket
+		dst  *kvBucket
 		name []byte
 	}{{&lb.leaves, bucketLogLeaves}, {&lb.hashes, bucketLogHashes}, {&lb.jobs, bucketLogJobs}} {
 		if *b.dst, err = r.CreateBucketIfNotExists(b.name); err != nil {
@@ -238,7 +238,7 @@ func ensureLog(tx *bolt.Tx) (logBuckets, error) {
 // leaf, its stored hashes, the job index entry and a new head (signed
 // when the DB has a signer). The caller's transaction makes it atomic
 // with the record the leaf logs.
-func (db *DB) appendLeaf(tx *bolt.Tx, l audit.Leaf) (int64, error) {
+func (db *DB) appendLeaf(tx kvTx, l audit.Leaf) (int64, error) {
 	lb, err := ensureLog(tx)
 	if err != nil {
 		return 0, err
@@ -342,7 +342,7 @@ func jobLeafIndexes(lb logBuckets, id string) ([]int64, error) {
 // LogHead returns the log's latest head.
 func (db *DB) LogHead() (LogHead, error) {
 	var out LogHead
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		lb, ok := openLog(tx)
 		if !ok {
 			return nil
@@ -367,7 +367,7 @@ func (db *DB) JobLog(id string, since int64) (LogHead, Job, []LogEntry, tlog.Tre
 		entries []LogEntry
 		proof   tlog.TreeProof
 	)
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		b, err := jobBucket(tx, id)
 		if err != nil {
 			return err
@@ -425,7 +425,7 @@ func (db *DB) JobLog(id string, since int64) (LogHead, Job, []LogEntry, tlog.Tre
 func (db *DB) ConsistencyProof(old int64) (LogHead, tlog.TreeProof, error) {
 	var head LogHead
 	var proof tlog.TreeProof
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		lb, ok := openLog(tx)
 		if !ok {
 			if old != 0 {
@@ -458,7 +458,7 @@ func (db *DB) ConsistencyProof(old int64) (LogHead, tlog.TreeProof, error) {
 func (db *DB) ReleaseEntry(id string, round int) (LogHead, LogEntry, error) {
 	var head LogHead
 	var out LogEntry
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		if _, err := jobBucket(tx, id); err != nil {
 			return err
 		}
@@ -503,7 +503,7 @@ func (db *DB) ReleaseEntry(id string, round int) (LogHead, LogEntry, error) {
 // size).
 func (db *DB) LogLeaves(start, end int64) ([][]byte, error) {
 	var out [][]byte
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		lb, ok := openLog(tx)
 		size := int64(0)
 		if ok {
@@ -536,7 +536,7 @@ func chargeLeaf(j Job, e LedgerEntry, unit string) audit.Leaf {
 // releaseLeaf is the log leaf of job j committing round with the model
 // whose audit.ModelHash is model. It names the seq of the ledger's last
 // entry when that entry is of this round (the charge covering it).
-func releaseLeaf(b *bolt.Bucket, j Job, round int, model string, now time.Time) (audit.Leaf, error) {
+func releaseLeaf(b kvBucket, j Job, round int, model string, now time.Time) (audit.Leaf, error) {
 	l := audit.Leaf{Kind: audit.KindRelease, Job: j.ID, Round: round, Time: now, SpecSHA256: audit.SHA256Hex(j.Config), ModelSHA256: model}
 	led, err := subBucket(b, j.ID, bucketLedger)
 	if err != nil {
@@ -562,7 +562,7 @@ func releaseLeaf(b *bolt.Bucket, j Job, round int, model string, now time.Time) 
 // backfilled: their times are the migration's and only each job's
 // latest release has a model hash, since earlier models are gone). The
 // head is unsigned until the server signs it (SignLogHead).
-func (db *DB) initLog(tx *bolt.Tx) error {
+func (db *DB) initLog(tx kvTx) error {
 	if tx.Bucket(bucketLog) != nil {
 		_, err := ensureLog(tx)
 		return err
@@ -613,7 +613,7 @@ func (db *DB) initLog(tx *bolt.Tx) error {
 
 // backfillJob appends the leaves of job j's history: its ledger's charges
 // and its committed rounds' releases, in the order they happened.
-func (db *DB) backfillJob(tx *bolt.Tx, j Job, now time.Time) error {
+func (db *DB) backfillJob(tx kvTx, j Job, now time.Time) error {
 	b, err := jobBucket(tx, j.ID)
 	if err != nil {
 		return err
@@ -636,7 +636,7 @@ func (db *DB) backfillJob(tx *bolt.Tx, j Job, now time.Time) error {
 	}
 	var last string
 	if j.Round > 0 {
-		ck, _, err := readCheckpoint(b, j.ID)
+		ck, _, err := db.readCheckpoint(b, j.ID)
 		if err != nil {
 			return err
 		}

@@ -321,7 +321,7 @@ func TestVerifyCatchesLogTampering(t *testing.T) {
 // hashes and the head consistently, signed with skey: what someone with
 // write access to the file but not the server's key could do.
 func rebuildLog(tx *bolt.Tx, skey string, edit func(i int64, p []byte) []byte) error {
-	lb, _ := openLog(tx)
+	lb, _ := openLog(boltTx{tx})
 	var leaves [][]byte
 	if err := lb.leaves.ForEach(func(k, v []byte) error {
 		p, err := unframe(v)
@@ -330,7 +330,7 @@ func rebuildLog(tx *bolt.Tx, skey string, edit func(i int64, p []byte) []byte) e
 	}); err != nil {
 		return err
 	}
-	if err := lb.root.DeleteBucket(bucketLogHashes); err != nil {
+	if err := lb.root.(boltBucket).b.DeleteBucket(bucketLogHashes); err != nil {
 		return err
 	}
 	hb, err := lb.root.CreateBucket(bucketLogHashes)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/dpfl/dpfl/audit"
@@ -19,7 +18,7 @@ import (
 // job's spec hash, and each privacy unit its unit leaf. A rewritten leaf,
 // hash, head or ledger entry is reported. It returns the model hash of
 // each job's latest release, for the checkpoint check.
-func verifyLog(tx *bolt.Tx, logKey string, res *VerifyResult, add func(error)) map[string]string {
+func verifyLog(tx kvTx, logKey string, res *VerifyResult, add func(error)) map[string]string {
 	c := &logCheck{tx: tx, res: res, add: add}
 	var ok bool
 	if c.lb, ok = openLog(tx); !ok {
@@ -43,7 +42,7 @@ func verifyLog(tx *bolt.Tx, logKey string, res *VerifyResult, add func(error)) m
 // parsed and the tree's stored hashes recomputed from them alone (never
 // read from the hashes bucket, which is what is being checked).
 type logCheck struct {
-	tx     *bolt.Tx
+	tx     kvTx
 	lb     logBuckets
 	res    *VerifyResult
 	add    func(error)
@@ -219,7 +218,7 @@ func (c *logCheck) checkRecords(chains map[string][]int64) map[string]string {
 
 // ledgerEntries decodes a job's ledger up to its first damaged entry
 // (verifyJobs reports the damage).
-func ledgerEntries(b *bolt.Bucket) []LedgerEntry {
+func ledgerEntries(b kvBucket) []LedgerEntry {
 	var entries []LedgerEntry
 	if led := b.Bucket(bucketLedger); led != nil {
 		_ = led.ForEach(func(k, v []byte) error {

@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // API tokens live in the settings bucket only as SHA-256 hashes, one per
@@ -53,7 +51,8 @@ func (db *DB) MigratePlaintextToken(oldKey, role string) (bool, error) {
 		return false, errors.New("storage: empty setting key or token role")
 	}
 	found := false
-	err := db.bolt.Update(func(tx *bolt.Tx) error {
+	err := db.update(func(tx kvTx) error {
+		found = false // the etcd store may run this again
 		b := tx.Bucket(bucketSettings)
 		raw := b.Get([]byte(oldKey))
 		if raw == nil {

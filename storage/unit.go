@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // bucketUnits holds one framed-JSON Unit per privacy unit, keyed by name.
@@ -42,7 +40,7 @@ func (db *DB) CreateUnit(u Unit) error {
 	if err != nil {
 		return err
 	}
-	return db.bolt.Update(func(tx *bolt.Tx) error {
+	return db.update(func(tx kvTx) error {
 		units := tx.Bucket(bucketUnits)
 		if units.Get([]byte(u.Name)) != nil {
 			return fmt.Errorf("storage: privacy unit %q: %w", u.Name, ErrExists)
@@ -60,7 +58,7 @@ func (db *DB) CreateUnit(u Unit) error {
 // checksum mismatch.
 func (db *DB) Unit(name string) (Unit, error) {
 	var u Unit
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		raw := tx.Bucket(bucketUnits).Get([]byte(name))
 		if raw == nil {
 			return fmt.Errorf("storage: privacy unit %q: %w", name, ErrNotFound)
@@ -80,7 +78,7 @@ func (db *DB) Unit(name string) (Unit, error) {
 // Units lists every unit, by name.
 func (db *DB) Units() ([]Unit, error) {
 	var out []Unit
-	err := db.bolt.View(func(tx *bolt.Tx) error {
+	err := db.view(func(tx kvTx) error {
 		return tx.Bucket(bucketUnits).ForEach(func(k, v []byte) error {
 			p, err := unframe(v)
 			if err != nil {

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/dpfl/dpfl/audit"
 )
 
@@ -85,7 +83,7 @@ func (db *DB) Verify() error {
 // nil or the joined errors, as Verify does.
 func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 	start := time.Now()
-	res := VerifyResult{Structure: opt.Structure}
+	res := VerifyResult{Structure: opt.Structure && db.kv.structureCheck()}
 	var errs []error
 	dropped := 0
 	add := func(err error) {
@@ -95,8 +93,8 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 			dropped++
 		}
 	}
-	err := db.bolt.View(func(tx *bolt.Tx) error {
-		if opt.Structure {
+	err := db.view(func(tx kvTx) error {
+		if res.Structure {
 			for err := range tx.Check() {
 				add(fmt.Errorf("storage: bbolt check: %w", err))
 			}
@@ -107,7 +105,7 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 		if err := verifyUnits(tx, &res, add); err != nil {
 			return err
 		}
-		cks, err := verifyJobs(tx, &res, add)
+		cks, err := db.verifyJobs(tx, &res, add)
 		if err != nil {
 			return err
 		}
@@ -118,7 +116,7 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 		for i := range cks {
 			cks[i].model = models[cks[i].id]
 		}
-		verifyCheckpoints(tx, cks, opt.CheckpointBytes, &res, add)
+		db.verifyCheckpoints(tx, cks, opt.CheckpointBytes, &res, add)
 		return nil
 	})
 	if err != nil {
@@ -131,7 +129,7 @@ func (db *DB) VerifyWith(opt VerifyOptions) (VerifyResult, error) {
 	return res, errors.Join(errs...)
 }
 
-func verifySettings(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
+func verifySettings(tx kvTx, res *VerifyResult, add func(error)) error {
 	return tx.Bucket(bucketSettings).ForEach(func(k, v []byte) error {
 		res.Settings++
 		if v == nil {
@@ -146,7 +144,7 @@ func verifySettings(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
 // verifyDevices checks every enrolled device (decodeDevice: checksum,
 // JSON, an ID and job equal to its keys, a SHA-256-sized hash) and that
 // the credential index and the records agree one to one.
-func verifyDevices(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
+func verifyDevices(tx kvTx, res *VerifyResult, add func(error)) error {
 	return tx.Bucket(bucketDevices).ForEach(func(job, v []byte) error {
 		jobID := string(job)
 		if v != nil {
@@ -192,7 +190,7 @@ func verifyDevices(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
 
 // verifyUnits checks every privacy unit record: checksum, JSON, a name
 // equal to its key, and a budget and δ that CreateUnit would accept.
-func verifyUnits(tx *bolt.Tx, res *VerifyResult, add func(error)) error {
+func verifyUnits(tx kvTx, res *VerifyResult, add func(error)) error {
 	return tx.Bucket(bucketUnits).ForEach(func(k, v []byte) error {
 		res.Units++
 		if v == nil {
@@ -228,7 +226,7 @@ type ckRef struct {
 
 // verifyJobs checks every job's meta, metrics and ledger, and returns the
 // jobs whose checkpoints are still to be checked.
-func verifyJobs(tx *bolt.Tx, res *VerifyResult, add func(error)) ([]ckRef, error) {
+func (db *DB) verifyJobs(tx kvTx, res *VerifyResult, add func(error)) ([]ckRef, error) {
 	var cks []ckRef
 	jobs := tx.Bucket(bucketJobs)
 	err := jobs.ForEachBucket(func(k []byte) error {
@@ -245,7 +243,11 @@ func verifyJobs(tx *bolt.Tx, res *VerifyResult, add func(error)) ([]ckRef, error
 		} else {
 			res.MetricsRounds += len(m)
 		}
-		cks = append(cks, ckRef{id: id, job: j, size: len(b.Get(keyJobCheckpoint))})
+		_, size, _, err := db.checkpointValue(b, id, false)
+		if err != nil {
+			add(fmt.Errorf("storage: job %q checkpoint round %d: %w", id, j.Round, err))
+		}
+		cks = append(cks, ckRef{id: id, job: j, size: int(size)})
 		l, err := subBucket(b, id, bucketLedger)
 		if err != nil {
 			add(err)
@@ -279,7 +281,7 @@ func verifyJobs(tx *bolt.Tx, res *VerifyResult, add func(error)) ([]ckRef, error
 // verifyCheckpoints checks the checkpoints of cks, live jobs first and then
 // the most recently updated, in full while the byte cap allows and by
 // header after.
-func verifyCheckpoints(tx *bolt.Tx, cks []ckRef, capBytes int64, res *VerifyResult, add func(error)) {
+func (db *DB) verifyCheckpoints(tx kvTx, cks []ckRef, capBytes int64, res *VerifyResult, add func(error)) {
 	slices.SortStableFunc(cks, func(a, b ckRef) int {
 		if at, bt := a.job.State.Terminal(), b.job.State.Terminal(); at != bt {
 			if at {
@@ -294,7 +296,7 @@ func verifyCheckpoints(tx *bolt.Tx, cks []ckRef, capBytes int64, res *VerifyResu
 	for _, c := range cks {
 		b := jobs.Bucket([]byte(c.id))
 		if c.size == 0 || capBytes < 0 || int64(c.size) <= left {
-			if ck, ok, err := readCheckpoint(b, c.id); err != nil {
+			if ck, ok, err := db.readCheckpoint(b, c.id); err != nil {
 				add(err)
 			} else if ok && c.model != "" && audit.ModelHash(ck.Params) != c.model {
 				add(fmt.Errorf("storage: job %q checkpoint round %d: its parameters are not the model the transparency log records for that round: %w", c.id, c.job.Round, ErrCorrupt))
@@ -307,16 +309,27 @@ func verifyCheckpoints(tx *bolt.Tx, cks []ckRef, capBytes int64, res *VerifyResu
 			continue
 		}
 		res.CheckpointsSkipped++
-		if err := checkpointHeaderRound(b.Get(keyJobCheckpoint), c.job); err != nil {
+		if err := db.checkpointHeaderRound(b, c.id, c.job); err != nil {
 			add(fmt.Errorf("storage: job %q checkpoint round %d: %v: %w", c.id, c.job.Round, err, ErrCorrupt))
 		}
 	}
 }
 
 // checkpointHeaderRound checks, without reading the body or its checksum,
-// that a stored checkpoint's header is of the layout this build writes and
-// names round j.Round.
-func checkpointHeaderRound(v []byte, j Job) error {
+// that job id's stored checkpoint's header is of the layout this build
+// writes and names round j.Round (for a blob: that its file exists with
+// the pointer's length, and its header).
+func (db *DB) checkpointHeaderRound(b kvBucket, id string, j Job) error {
+	v := b.Get(keyJobCheckpoint)
+	if raw := b.Get(keyJobCheckpointBlob); raw != nil {
+		ref, err := decodeBlobRef(raw)
+		if err != nil {
+			return err
+		}
+		if v, err = db.blobHeader(id, ref); err != nil {
+			return err
+		}
+	}
 	if len(v) < frameHeader+ckHeaderLen || string(v[frameHeader:frameHeader+4]) != ckMagic {
 		return errors.New("bad checkpoint header")
 	}
