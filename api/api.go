@@ -68,8 +68,10 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode"
 
 	"github.com/labstack/echo/v4"
@@ -115,20 +117,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = func(err error, c echo.Context) {
-		if c.Response().Committed {
-			return
-		}
-		code, body := errorResponse(err)
-		if code >= 500 {
-			// The internal text may name files, keys or state: it goes to
-			// the log only, under an ID the caller can quote.
-			id := errorID()
-			log.Error("request failed", "error_id", id, "method", c.Request().Method, "path", c.Path(), "status", code, "err", err)
-			body = types.ErrorBody{Error: fmt.Sprintf("internal error (id %s); see the server log", id), ErrorID: id}
-		}
-		_ = c.JSON(code, body)
-	}
+	e.HTTPErrorHandler = errorHandler(log)
 	e.Use(middleware.Recover())
 	observeHTTP(e, m, cfg) // metrics.go: request metrics and GET /metrics
 	e.GET("/healthz", func(c echo.Context) error {
@@ -356,12 +345,50 @@ func (h *handlers) budget(c echo.Context) error {
 	return c.JSON(http.StatusOK, rep)
 }
 
+// errorHandler is the echo error handler: it answers err as
+// errorResponse maps it. A 5xx's internal text may name files, keys or
+// state: it goes to the log only, under an ID the caller can quote. A 503
+// (the store unavailable) also says so, with a Retry-After header.
+func errorHandler(log *slog.Logger) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		if c.Response().Committed {
+			return
+		}
+		code, body := errorResponse(err)
+		switch {
+		case code == http.StatusServiceUnavailable:
+			id := errorID()
+			log.Warn("request failed: store unavailable", "error_id", id, "method", c.Request().Method, "path", c.Path(), "status", code, "err", err)
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(RetryAfterUnavailable/time.Second)))
+			body = types.ErrorBody{Error: fmt.Sprintf("%s (id %s)", unavailableMessage, id), ErrorID: id}
+		case code >= 500:
+			id := errorID()
+			log.Error("request failed", "error_id", id, "method", c.Request().Method, "path", c.Path(), "status", code, "err", err)
+			body = types.ErrorBody{Error: fmt.Sprintf("internal error (id %s); see the server log", id), ErrorID: id}
+		}
+		_ = c.JSON(code, body)
+	}
+}
+
+// RetryAfterUnavailable is the Retry-After of a 503: how long a caller
+// should wait before retrying a request that failed because the store
+// (etcd) could not be reached or did not answer.
+const RetryAfterUnavailable = 2 * time.Second
+
+// unavailableMessage is the body of a 503. Whether a write that failed so
+// was applied is unknown until the store answers again; a retry sees the
+// stored state then.
+const unavailableMessage = "the store is unavailable (etcd could not be reached, or did not confirm the write in time); retry shortly"
+
 // errorResponse maps an error to its status code and body, in one place.
 func errorResponse(err error) (int, types.ErrorBody) {
 	var ve *job.ValidationError
 	var he *echo.HTTPError
 	var pe *secagg.PeerError
 	switch {
+	case errors.Is(err, storage.ErrUnavailable):
+		// First: whatever else the error wraps, the store did not answer.
+		return http.StatusServiceUnavailable, types.ErrorBody{Error: unavailableMessage}
 	case errors.As(err, &ve):
 		return http.StatusBadRequest, types.ErrorBody{Error: ve.Error(), Field: ve.Field, Errors: ve.Errors()}
 	case errors.As(err, &pe):

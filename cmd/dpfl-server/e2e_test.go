@@ -112,8 +112,15 @@ func (l *syncLog) String() string {
 // startServer runs dpfl-server on db and waits until it answers.
 func startServer(t *testing.T, db, token string) *server {
 	t.Helper()
+	return startServerWith(t, token, "--db", db)
+}
+
+// startServerWith runs dpfl-server with the store flags given and waits
+// until it answers.
+func startServerWith(t *testing.T, token string, storeArgs ...string) *server {
+	t.Helper()
 	addr := freePort(t)
-	cmd := exec.Command(serverBin, "--addr", addr, "--db", db, "--workers", "2")
+	cmd := exec.Command(serverBin, append([]string{"--addr", addr, "--workers", "2"}, storeArgs...)...)
 	cmd.Env = append(os.Environ(), "DPFL_TOKEN="+token)
 	s := &server{cmd: cmd, direct: "http://" + addr, log: &syncLog{}}
 	stderr, _ := cmd.StderrPipe()

@@ -2,9 +2,16 @@
 // federated training jobs in the background and keeps jobs, metrics,
 // checkpoints and the privacy ledger in a bbolt database.
 //
-//	dpfl-server [--addr 127.0.0.1:8080] [--db ./dpfl.db] [--data-dir DIR] [--token-file FILE]
+//	dpfl-server [--addr 127.0.0.1:8080] [--db ./dpfl.db | --store etcd://HOST:PORT,… --blob-dir DIR] [--data-dir DIR] [--token-file FILE]
 //	            [--tls-cert FILE --tls-key FILE | --insecure-http] [--verify bounded|full] [--log-format text|json] [limits…]
-//	dpfl-server token [--db ./dpfl.db] [--role auditor|admin]
+//	dpfl-server token [--db ./dpfl.db | --store etcd://… --blob-dir DIR] [--role auditor|admin]
+//
+// The store (docs/ha.md) is the bbolt file --db by default. With --store
+// etcd://host1:2379,host2:2379 it is kept in that etcd cluster under
+// --store-prefix (default /dpfl/), with the checkpoints as files in
+// --blob-dir (required then; optional with bbolt, which then keeps its
+// checkpoints there too). While etcd cannot be reached or does not
+// confirm a write, the API answers 503 with Retry-After.
 //
 // --data-dir was --data, which still works for this release and warns.
 //
@@ -27,7 +34,9 @@
 // round (with its model's hash) and privacy unit is a leaf of an
 // append-only Merkle log in the database, and every append signs a new
 // checkpoint with the server's Ed25519 key: --log-key, by default
-// <db>.signing-key, created at first start with mode 0600 (a key file
+// <db>.signing-key (with etcd, <blob-dir>/signing-key, so that every
+// server sharing the blob directory signs with the same key), created at
+// first start with mode 0600 (a key file
 // that others may read is refused). Its public key is printed at every
 // start, logged, and served at GET /v1/log/key.
 //
@@ -141,7 +150,7 @@ func run(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	db, err := storage.Open(f.dbPath)
+	db, err := f.st.open(context.Background())
 	if err != nil {
 		return err
 	}
@@ -155,7 +164,10 @@ func run(args []string, stdout io.Writer) error {
 
 // serverFlags are dpfl-server's flags, parsed and checked.
 type serverFlags struct {
-	addr, dbPath, dataDir, dataRoot, logKeyFile string
+	addr, dataDir, dataRoot, logKeyFile string
+	// st is the store: --db, or --store, --store-prefix and --blob-dir
+	// (store.go).
+	st storeFlags
 	// token is the deprecated --token; tokenSet says it was given.
 	token                  string
 	tokenSet               bool
@@ -175,7 +187,8 @@ func parseFlags(args []string) (*serverFlags, error) {
 	f := &serverFlags{maxJobMemory: byteSize(job.DefaultMaxJobMemory()), logFormat: "text"}
 	fs := flag.NewFlagSet("dpfl-server", flag.ContinueOnError)
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
-	fs.StringVar(&f.dbPath, "db", "./dpfl.db", "bbolt database file (created if missing)")
+	fs.StringVar(&f.st.dbPath, "db", "./dpfl.db", "bbolt database file (created if missing); not with --store etcd://…")
+	f.st.register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", data.DefaultFashionMNISTDir, "directory holding the Fashion-MNIST IDX files")
 	cliflag.Deprecated(fs, "data", "data-dir")
 	fs.StringVar(&f.token, "token", "", "DEPRECATED (visible in ps): the admin API token; use $DPFL_TOKEN or --token-file")
@@ -191,11 +204,15 @@ func parseFlags(args []string) (*serverFlags, error) {
 	fs.StringVar(&f.dataRoot, "data-root", "", "the only directory whose datasets a job may name (leaf.train_dir, leaf.test_dir are relative to it); empty: none")
 	fs.Float64Var(&f.deviceRate, "device-rate", api.DefaultDeviceRate, "requests per second one device may make to the participate routes (bursts of twice that)")
 	fs.Var(&f.logFormat, "log-format", "log format on stderr: text (key=value lines) or json (one object per line)")
-	fs.StringVar(&f.logKeyFile, "log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key)")
+	fs.StringVar(&f.logKeyFile, "log-key", "", "Ed25519 key that signs the transparency log's checkpoints (created at first start, mode 0600; default <db>.signing-key, or <blob-dir>/signing-key with --store etcd://…)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	fs.Visit(func(fl *flag.Flag) { f.tokenSet = f.tokenSet || fl.Name == "token" })
+	dbSet := false
+	fs.Visit(func(fl *flag.Flag) {
+		f.tokenSet = f.tokenSet || fl.Name == "token"
+		dbSet = dbSet || fl.Name == "db"
+	})
 	switch {
 	case fs.NArg() > 0:
 		return nil, fmt.Errorf("unexpected argument %q (flags only; 'dpfl-server token' issues tokens)", fs.Arg(0))
@@ -204,8 +221,14 @@ func parseFlags(args []string) (*serverFlags, error) {
 	case f.maxRunning < 0 || !(f.deviceRate > 0):
 		return nil, fmt.Errorf("--max-running-jobs must be ≥ 0 and --device-rate > 0")
 	}
+	if err := f.st.check(); err != nil {
+		return nil, err
+	}
+	if dbSet && f.st.etcd() {
+		return nil, errors.New("--db names a bbolt file and --store etcd://… an etcd cluster: give one of them")
+	}
 	if f.logKeyFile == "" {
-		f.logKeyFile = storage.LogKeyFile(f.dbPath)
+		f.logKeyFile = f.st.logKeyFile()
 	}
 	return f, nil
 }
@@ -272,7 +295,7 @@ func (f *serverFlags) serve(mgr *job.Manager, tokens *api.Tokens, tlsCfg *tls.Co
 	if tlsCfg != nil {
 		scheme = "https"
 	}
-	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "scheme", scheme, "db", f.dbPath, "data_dir", f.dataDir,
+	log.Info("dpfl-server listening", "addr", ln.Addr().String(), "scheme", scheme, "store", f.st.describe(), "data_dir", f.dataDir,
 		"data_root", f.dataRoot, "max_job_memory", int64(f.maxJobMemory), "max_running_jobs", f.maxRunning)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -457,7 +480,9 @@ func loadTokens(db *storage.DB, admin, auditor string, log *slog.Logger, out io.
 // must be stopped: bbolt lets one process open the file.
 func tokenCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("dpfl-server token", flag.ContinueOnError)
-	dbPath := fs.String("db", "./dpfl.db", "bbolt database file of the (stopped) server")
+	var st storeFlags
+	fs.StringVar(&st.dbPath, "db", "./dpfl.db", "bbolt database file of the (stopped) server")
+	st.register(fs)
 	role := fs.String("role", string(api.RoleAuditor), "auditor (read-only routes) or admin (every route; replaces the admin token)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -465,9 +490,14 @@ func tokenCommand(args []string, stdout io.Writer) error {
 	if !api.Role(*role).Valid() {
 		return fmt.Errorf("--role must be auditor or admin, got %q", *role)
 	}
-	db, err := storage.Open(*dbPath)
-	if err != nil {
+	if err := st.check(); err != nil {
+		return err
+	}
+	db, err := st.open(context.Background())
+	if errors.Is(err, storage.ErrLocked) {
 		return fmt.Errorf("%w (stop dpfl-server first: it holds the database)", err)
+	} else if err != nil {
+		return err
 	}
 	defer db.Close()
 	if migrated, err := db.MigratePlaintextToken(plaintextTokenKey, string(api.RoleAdmin)); err != nil {
