@@ -150,3 +150,43 @@ var gemmBenchShapes = []struct {
 	{"cnn_wino_dU_TN_64x32x145", true, false, 64, 32, 145},
 	{"cnn_wino_dV_NN_145x32x64", false, false, 145, 32, 64},
 }
+
+// BenchmarkKernelThenScalar times a short vector kernel (200 floats, a
+// hidden layer's row) followed by scalar float code that Go compiles to
+// legacy SSE: 200 independent float32 updates, as a layer's bias add or
+// ReLU is followed by scalar loss or pooling code. With the upper halves
+// of the vector registers left dirty, each SSE write merges into the full
+// register and so waits for the register's previous value, which chains
+// iterations that are otherwise independent. It measures what VZEROUPPER
+// at the end of the kernels saves on the path selected (DPFL_SIMD).
+func BenchmarkKernelThenScalar(b *testing.B) {
+	x, y := benchVecs(200)
+	z := make([]float32, 200)
+	for _, k := range []struct {
+		name string
+		f    func()
+	}{
+		{"Add", func() { Add(y, x) }},
+		{"Axpy", func() { Axpy(y, 1e-9, x) }},
+		{"ReLU", func() { ReLU(y) }},
+		{"Dot", func() { sinkF32 = Dot(x, y) }},
+		{"Norm2", func() { sinkF64 = Norm2(x) }},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			for b.Loop() {
+				k.f()
+				scalarUpdate(z, y)
+			}
+		})
+	}
+}
+
+// scalarUpdate is scalar float code with independent iterations.
+//
+//go:noinline
+func scalarUpdate(z, v []float32) {
+	v = v[:len(z)]
+	for i, e := range v {
+		z[i] = z[i]*0.5 + e*0.25
+	}
+}

@@ -66,7 +66,12 @@
 // (BenchmarkAVXTransition), more than Add of 200 floats takes. The
 // AVX-512 SGEMM's kernels end with VZEROUPPER too (on the Zen 5 machine an
 // SSE instruction after them cost nothing extra, even with Z16–Z31
-// in use).
+// in use), and so do the AVX-512 level-1 kernels and gemmAVX512, once,
+// after their last 512-bit instruction: on the Zen 5 machine there is no
+// one-off transition cost, but while the upper halves are dirty each SSE
+// write merges into the full register and waits for its old value, which
+// chains independent scalar iterations; 200 scalar updates after a
+// 200-float AVX-512 kernel ran ≈3× faster with it (BenchmarkKernelThenScalar).
 //
 // The portable loops advance slices rather than index them (the compiler
 // then proves the unrolled accesses in range and drops bounds checks) and

@@ -166,12 +166,51 @@ func TestReductionsWithinBoundsOnEveryPath(t *testing.T) {
 				sq += float64(x[i]) * float64(x[i])
 			}
 			tol := gamma(n/8+6)*abs + float64(n)*0x1p-52*abs
-			if got := float64(Dot(x, y)); math.Abs(got-ref) > tol {
+			if got := float64(Dot(x, y)); !(math.Abs(got-ref) <= tol) {
 				t.Fatalf("n=%d: Dot %v, float64 %v, err %g > %g", n, got, ref, math.Abs(got-ref), tol)
 			}
-			if got := Norm2(x); math.Abs(got-math.Sqrt(sq)) > float64(n/8+12)*0x1p-53*math.Sqrt(sq) {
+			if got := Norm2(x); !(math.Abs(got-math.Sqrt(sq)) <= float64(n/8+12)*0x1p-53*math.Sqrt(sq)) { // NaN fails
 				t.Fatalf("n=%d: Norm2 %v, float64 %v", n, got, math.Sqrt(sq))
 			}
+		}
+	})
+}
+
+// TestKernelBlocksEveryLength runs Norm2, Axpy, Add and ClipAdd at every
+// length below 200, on every path: all remainders of the 48-float (AVX-512)
+// and 24-float (AVX2) blocks of sumSquares with their 8- and 4-float steps,
+// and of the 32-float blocks of the AVX2 Axpy and Add with their 8-float
+// steps, at least three full blocks deep. Norm2 must stay within the bound
+// of TestReductionsWithinBoundsOnEveryPath against a float64 sum,
+// (n/8+12)·2⁻⁵³ relative (a float64 rounding per partial-sum addition
+// and combine step, and the square root's); Axpy and Add must equal the
+// generic loops bit for bit; ClipAdd must equal ClipToNorm then Add.
+func TestKernelBlocksEveryLength(t *testing.T) {
+	forEachPath(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(47, 48))
+		for n := range 200 {
+			x, y := offset(rng, randVec(rng, n)), offset(rng, randVec(rng, n))
+			var sq float64
+			for _, v := range x {
+				sq += float64(v) * float64(v)
+			}
+			if got, want := Norm2(x), math.Sqrt(sq); !(math.Abs(got-want) <= float64(n/8+12)*0x1p-53*want) { // NaN fails
+				t.Fatalf("n=%d: Norm2 %v, float64 %v", n, got, want)
+			}
+			got, want := offset(rng, y), append([]float32(nil), y...)
+			Axpy(got, -0.37, x)
+			axpyGeneric(want, -0.37, x)
+			sameBits(t, fmt.Sprintf("Axpy n=%d", n), got, want)
+			got, want = offset(rng, y), append([]float32(nil), y...)
+			Add(got, x)
+			addGeneric(want, x)
+			sameBits(t, fmt.Sprintf("Add n=%d", n), got, want)
+			got, want = offset(rng, y), append([]float32(nil), y...)
+			clipped := append([]float32(nil), x...)
+			ClipToNorm(clipped, 0.5)
+			Add(want, clipped)
+			ClipAdd(got, x, 0.5)
+			sameBits(t, fmt.Sprintf("ClipAdd n=%d", n), got, want)
 		}
 	})
 }

@@ -40,9 +40,11 @@ func gemmAVX512(transA, transB bool, m, n, k int, alpha float32, a []float32, ld
 			return
 		}
 		gemmNT(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		archsimd.ClearAVXUpperBits() // VZEROUPPER once, as the level-1 kernels
 		return
 	}
 	gemmXN(transA, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	archsimd.ClearAVXUpperBits()
 }
 
 // storeTile16 writes alpha·acc + beta·C into the first min(16, len(dst))

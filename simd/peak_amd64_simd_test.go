@@ -109,10 +109,41 @@ func BenchmarkAVXTransition(b *testing.B) {
 	})
 }
 
+// BenchmarkAVXTransition512 is BenchmarkAVXTransition for the AVX-512
+// kernels: a 512-bit add, then the scalar update, with and without
+// VZEROUPPER (archsimd.ClearAVXUpperBits) between them.
+func BenchmarkAVXTransition512(b *testing.B) {
+	if !cpuAVX512 {
+		b.Skip("no AVX-512")
+	}
+	b.Run("dirty", func(b *testing.B) {
+		for b.Loop() {
+			transitionAVX512(false)
+			transitionSSE()
+		}
+	})
+	b.Run("vzeroupper", func(b *testing.B) {
+		for b.Loop() {
+			transitionAVX512(true)
+			transitionSSE()
+		}
+	})
+}
+
 var (
 	transitionVec    [8]float32
+	transitionVec512 [16]float32
 	transitionScalar float32
 )
+
+//go:noinline
+func transitionAVX512(clear bool) {
+	v := archsimd.LoadFloat32x16(&transitionVec512)
+	v.Add(v).Store(&transitionVec512)
+	if clear {
+		archsimd.ClearAVXUpperBits()
+	}
+}
 
 //go:noinline
 func transitionAVX(clear bool) {
