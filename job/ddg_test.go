@@ -134,6 +134,7 @@ func TestDistributedDiscreteGaussianRefusals(t *testing.T) {
 		edit  func(*types.Spec)
 	}{
 		{"dp.mechanism", func(s *types.Spec) { s.SecureAggregation = false }},
+		{"dp.mechanism", func(s *types.Spec) { s.DP.Enabled = false }},
 		{"dp.mechanism", func(s *types.Spec) { s.Sampling.Scheme = "poisson" }},
 		{"dp.mechanism", func(s *types.Spec) { s.DP.AdaptiveClipping = &types.AdaptiveClippingSpec{} }},
 		{"dp.mechanism", func(s *types.Spec) { s.Audit.Canaries = 4 }},

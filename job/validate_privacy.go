@@ -8,6 +8,7 @@ import (
 func validateDP(e *fieldErrs, s types.Spec) {
 	d := s.DP
 	if !d.Enabled {
+		validateMechanism(e, s) // refuses the distributed mechanism without DP
 		return
 	}
 	e.rng("dp.clip_norm", d.ClipNorm)
