@@ -52,21 +52,9 @@ func adaptiveClipping(e *env) error {
 	if e.quick {
 		reps = 1
 	}
-	var curves []curve
-	ends := make([][]float64, len(setups))
-	for i, s := range setups {
-		for rep := range reps {
-			s.seed = uint64(1 + rep)
-			c, err := train(s)
-			if err != nil {
-				return err
-			}
-			ends[i] = append(ends[i], tailMean(c.acc, 5))
-			fmt.Fprintf(e.out, "  %s (rep %d): final %.4f, last five %.4f in %.0fs\n", s.name, rep+1, c.final(), ends[i][rep], c.seconds)
-			if rep == 0 {
-				curves = append(curves, c)
-			}
-		}
+	curves, ends, err := e.repeat(setups, reps)
+	if err != nil {
+		return err
 	}
 	zd, err := fl.DeltaNoiseMultiplier(z, m/20)
 	if err != nil {
@@ -114,6 +102,31 @@ func (e *env) plotClip(a curve) error {
 		{name: "γ = 0.5", rounds: rounds, acc: target},
 	}
 	return e.plot("adaptive-clipping-trajectory", "Adaptive clipping: C_t and the fraction of updates below it", "value", series, nil, func(c curve) []float64 { return c.acc })
+}
+
+// repeat runs each setup reps times (seeds 1 … reps; DP noise and
+// cohorts fresh from crypto/rand each time) and returns the first
+// repetition's curves and, per setup, each repetition's end of training:
+// the mean test accuracy of its last five evaluations, less noisy than
+// the last one alone.
+func (e *env) repeat(setups []setup, reps int) ([]curve, [][]float64, error) {
+	var curves []curve
+	ends := make([][]float64, len(setups))
+	for i, s := range setups {
+		for rep := range reps {
+			s.seed = uint64(1 + rep)
+			c, err := train(s)
+			if err != nil {
+				return nil, nil, err
+			}
+			ends[i] = append(ends[i], tailMean(c.acc, 5))
+			fmt.Fprintf(e.out, "  %s (rep %d): final %.4f, last five %.4f, ε %.3f (unamplified %.3f) in %.0fs\n", s.name, rep+1, c.final(), ends[i][rep], c.epsilon, c.epsNoAmp, c.seconds)
+			if rep == 0 {
+				curves = append(curves, c)
+			}
+		}
+	}
+	return curves, ends, nil
 }
 
 // tailMean is the mean of the last k values of x (all of them if fewer).

@@ -59,21 +59,9 @@ func distributedDP(e *env) error {
 	if e.quick {
 		reps = 1
 	}
-	var curves []curve
-	ends := make([][]float64, len(setups))
-	for i, s := range setups {
-		for rep := range reps {
-			s.seed = uint64(1 + rep)
-			cv, err := train(s)
-			if err != nil {
-				return err
-			}
-			ends[i] = append(ends[i], tailMean(cv.acc, 5))
-			fmt.Fprintf(e.out, "  %s (rep %d): final %.4f, last five %.4f, ε %.3f (unamplified %.3f) in %.0fs\n", s.name, rep+1, cv.final(), ends[i][rep], cv.epsilon, cv.epsNoAmp, cv.seconds)
-			if rep == 0 {
-				curves = append(curves, cv)
-			}
-		}
+	curves, ends, err := e.repeat(setups, reps)
+	if err != nil {
+		return err
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\n\nEnd of training, mean test accuracy of the last five evaluations (rounds %d–%d), over %d repetitions, against central DP:\n\n| run | b | γ | σ per client | Δ₂·γ/C | expected error vs central | mean | Δ vs central | ε unamplified | repetitions |\n|---|---|---|---|---|---|---|---|---|---|\n", rounds-40, rounds, reps)
