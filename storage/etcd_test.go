@@ -9,9 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,145 +21,30 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+
+	"github.com/dpfl/dpfl/internal/etcdtest"
 )
 
-// The etcd store's tests run a real single-member etcd (Debian's
-// etcd-server, /usr/bin/etcd) on loopback ports in a temporary
-// directory. Without the binary they skip, unless DPFL_REQUIRE_ETCD=1
-// (CI) makes them fail.
-
-// etcdBinary returns the etcd binary, skipping (or failing) without one.
-func etcdBinary(t testing.TB) string {
-	t.Helper()
-	bin, err := exec.LookPath("etcd")
-	if err != nil {
-		if _, serr := os.Stat("/usr/bin/etcd"); serr == nil {
-			return "/usr/bin/etcd"
-		}
-		msg := "etcd is not installed (apt-get install etcd-server): the etcd store's tests need a real etcd"
-		if os.Getenv("DPFL_REQUIRE_ETCD") == "1" {
-			t.Fatal(msg + " (DPFL_REQUIRE_ETCD=1)")
-		}
-		t.Skip(msg + "; set DPFL_REQUIRE_ETCD=1 to fail instead")
-	}
-	return bin
-}
-
-// etcdServer is a running etcd.
-type etcdServer struct {
-	url  string
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  bytes.Buffer
-}
-
-// freePort returns a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startEtcd starts a private single-member etcd in a temporary data
-// directory and stops it at the end of the test.
-func startEtcd(t testing.TB) *etcdServer {
-	t.Helper()
-	bin := etcdBinary(t)
-	var lastErr error
-	for try := 0; try < 3; try++ { // a port taken in between: try others
-		cu := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-		pu := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-		s := &etcdServer{url: cu, done: make(chan struct{})}
-		s.cmd = exec.Command(bin, "--name", "dpfl-test", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-			"--listen-client-urls", cu, "--advertise-client-urls", cu,
-			"--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
-			"--initial-cluster", "dpfl-test="+pu, "--logger", "zap", "--log-level", "error", "--log-outputs", "stderr")
-		s.cmd.Stdout, s.cmd.Stderr = &s.log, &s.log
-		dieWithParent(s.cmd)
-		if err := s.cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", bin, err)
-		}
-		go func() { s.cmd.Wait(); close(s.done) }()
-		if lastErr = s.waitReady(10 * time.Second); lastErr == nil {
-			t.Cleanup(s.stop)
-			return s
-		}
-		s.stop()
-	}
-	t.Fatalf("etcd did not start: %v", lastErr)
-	return nil
-}
-
-func (s *etcdServer) waitReady(d time.Duration) error {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{s.url}, DialTimeout: time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	deadline := time.Now().Add(d)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		_, err := cli.Get(ctx, "ready")
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-s.done:
-			return fmt.Errorf("etcd exited: %s", s.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// stop kills the etcd process (only the one this test started).
-func (s *etcdServer) stop() {
-	select {
-	case <-s.done:
-		return
-	default:
-	}
-	s.cmd.Process.Kill()
-	<-s.done
-}
+// The etcd store's tests run a real etcd (internal/etcdtest): one shared
+// single-member server for most, stopped by TestMain, and a private one
+// where a test stops it.
 
 // sharedEtcd is one etcd for the tests that need nothing special of
 // theirs; each uses its own prefix.
 var sharedEtcd struct {
-	once sync.Once
-	srv  *etcdServer
-	tb   *sharedTB
-	err  error
+	once    sync.Once
+	cluster *etcdtest.Cluster
+	dir     string
+	err     error
 }
-
-// sharedTB hands startEtcd a cleanup list that TestMain runs at the end.
-type sharedTB struct {
-	testing.TB
-	dir      string
-	cleanups []func()
-}
-
-func (s *sharedTB) TempDir() string           { return s.dir }
-func (s *sharedTB) Cleanup(f func())          { s.cleanups = append(s.cleanups, f) }
-func (s *sharedTB) Helper()                   {}
-func (s *sharedTB) Fatalf(f string, a ...any) { panic(fmt.Sprintf(f, a...)) }
-func (s *sharedTB) Fatal(a ...any)            { panic(fmt.Sprint(a...)) }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if tb := sharedEtcd.tb; tb != nil {
-		for _, f := range slices.Backward(tb.cleanups) {
-			f()
-		}
-		os.RemoveAll(tb.dir)
+	if c := sharedEtcd.cluster; c != nil {
+		c.Stop()
+	}
+	if sharedEtcd.dir != "" {
+		os.RemoveAll(sharedEtcd.dir)
 	}
 	os.Exit(code)
 }
@@ -169,24 +52,17 @@ func TestMain(m *testing.M) {
 // etcdURL returns the shared etcd's URL, starting it on first use.
 func etcdURL(t testing.TB) string {
 	t.Helper()
-	etcdBinary(t)
+	bin := etcdtest.Binary(t)
 	sharedEtcd.once.Do(func() {
-		defer func() {
-			if r := recover(); r != nil {
-				sharedEtcd.err = fmt.Errorf("%v", r)
-			}
-		}()
-		dir, err := os.MkdirTemp("", "dpfl-etcd-")
-		if err != nil {
-			panic(err)
+		if sharedEtcd.dir, sharedEtcd.err = os.MkdirTemp("", "dpfl-etcd-"); sharedEtcd.err != nil {
+			return
 		}
-		sharedEtcd.tb = &sharedTB{TB: t, dir: dir}
-		sharedEtcd.srv = startEtcd(sharedEtcd.tb)
+		sharedEtcd.cluster, sharedEtcd.err = etcdtest.Start(bin, sharedEtcd.dir, 1, 100, 1000)
 	})
-	if sharedEtcd.srv == nil {
+	if sharedEtcd.err != nil {
 		t.Fatalf("the shared etcd did not start: %v", sharedEtcd.err)
 	}
-	return sharedEtcd.srv.url
+	return sharedEtcd.cluster.Endpoints()[0]
 }
 
 // testPrefix is a fresh key prefix for one test.
@@ -817,14 +693,14 @@ func TestEtcdLostAnswerSettled(t *testing.T) {
 
 // An etcd that is gone gives ErrUnavailable, in bounded time.
 func TestEtcdUnavailable(t *testing.T) {
-	srv := startEtcd(t)
-	db, err := OpenEtcd(context.Background(), EtcdOptions{Endpoints: []string{srv.url}, Prefix: "/p/", BlobDir: t.TempDir(), RequestTimeout: 500 * time.Millisecond})
+	srv := etcdtest.Private(t)
+	db, err := OpenEtcd(context.Background(), EtcdOptions{Endpoints: srv.Endpoints(), Prefix: "/p/", BlobDir: t.TempDir(), RequestTimeout: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	mustCreate(t, db, "j")
-	srv.stop()
+	srv.Stop()
 	start := time.Now()
 	_, err = db.AppendLedger("j", LedgerEntry{Round: 1, Event: event(1)})
 	wantErr(t, err, ErrUnavailable)
@@ -835,7 +711,7 @@ func TestEtcdUnavailable(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := OpenEtcd(ctx, EtcdOptions{Endpoints: []string{srv.url}, BlobDir: t.TempDir(), DialTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond}); !errors.Is(err, ErrUnavailable) {
+	if _, err := OpenEtcd(ctx, EtcdOptions{Endpoints: srv.Endpoints(), BlobDir: t.TempDir(), DialTimeout: 300 * time.Millisecond, RequestTimeout: 300 * time.Millisecond}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("OpenEtcd of a stopped etcd: %v", err)
 	}
 }

@@ -1,126 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dpfl/dpfl/api/client"
+	"github.com/dpfl/dpfl/internal/etcdtest"
 )
 
-// The etcd end-to-end test runs a real single-member etcd (Debian's
-// etcd-server, /usr/bin/etcd) on loopback ports in a temporary directory.
-// Without the binary it skips, unless DPFL_REQUIRE_ETCD=1 (CI) makes it
-// fail.
-
-// etcdBinary returns the etcd binary, skipping (or failing) without one.
-func etcdBinary(t *testing.T) string {
-	t.Helper()
-	if bin, err := exec.LookPath("etcd"); err == nil {
-		return bin
-	}
-	if _, err := os.Stat("/usr/bin/etcd"); err == nil {
-		return "/usr/bin/etcd"
-	}
-	msg := "etcd is not installed (apt-get install etcd-server): the etcd store's end-to-end test needs a real etcd"
-	if os.Getenv("DPFL_REQUIRE_ETCD") == "1" {
-		t.Fatal(msg + " (DPFL_REQUIRE_ETCD=1)")
-	}
-	t.Skip(msg + "; set DPFL_REQUIRE_ETCD=1 to fail instead")
-	return ""
-}
-
-// lockedBuffer is an etcd's output, written by exec's copier and read by
-// the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// startEtcd starts a private single-member etcd in a temporary data
-// directory, stopped (only that process) at the end of the test, and
-// returns its client address host:port.
-func startEtcd(t *testing.T) string {
-	t.Helper()
-	bin := etcdBinary(t)
-	var out lockedBuffer
-	for try := 0; try < 3; try++ { // a port taken in between: try others
-		ca, pa := freePort(t), freePort(t)
-		cu, pu := "http://"+ca, "http://"+pa
-		cmd := exec.Command(bin, "--name", "dpfl-e2e", "--data-dir", filepath.Join(t.TempDir(), "etcd"),
-			"--listen-client-urls", cu, "--advertise-client-urls", cu,
-			"--listen-peer-urls", pu, "--initial-advertise-peer-urls", pu,
-			"--initial-cluster", "dpfl-e2e="+pu, "--logger", "zap", "--log-level", "error", "--log-outputs", "stderr")
-		cmd.Stdout, cmd.Stderr = &out, &out
-		dieWithParent(cmd)
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("starting %s: %v", bin, err)
-		}
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		stop := func() {
-			select {
-			case <-done:
-			default:
-				cmd.Process.Kill()
-				<-done
-			}
-		}
-		// Ready once /health answers; the server's own start then checks
-		// that the store answers.
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			select {
-			case <-done:
-				deadline = time.Time{}
-				continue
-			default:
-			}
-			if etcdHealthy(cu) {
-				t.Cleanup(stop)
-				return ca
-			}
-		}
-		stop()
-	}
-	t.Fatalf("etcd did not start:\n%s", out.String())
-	return ""
-}
-
-// etcdHealthy reports whether the etcd at url answers GET /health with
-// "health": "true".
-func etcdHealthy(url string) bool {
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(url, "http://"), 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	fmt.Fprintf(c, "GET /health HTTP/1.0\r\nHost: x\r\n\r\n")
-	var b bytes.Buffer
-	b.ReadFrom(c)
-	return strings.Contains(b.String(), `"health":"true"`)
-}
+// The etcd end-to-end test runs a private single-member etcd
+// (internal/etcdtest), skipping without one unless DPFL_REQUIRE_ETCD=1.
 
 // A DP job on the etcd store (--store etcd://…, --blob-dir): it completes
 // with one privacy-ledger event per round; after a restart on the same
@@ -128,7 +23,7 @@ func etcdHealthy(url string) bool {
 // ledger, metrics and model are all still served, signed by the same
 // log key (kept in the blob directory).
 func TestEtcdStoreEndToEnd(t *testing.T) {
-	etcdAddr := startEtcd(t)
+	etcdAddr := strings.TrimPrefix(etcdtest.Private(t).Endpoints()[0], "http://")
 	blobs := filepath.Join(t.TempDir(), "blobs")
 	args := []string{"--store", "etcd://" + etcdAddr, "--store-prefix", "/dpfl-e2e/", "--blob-dir", blobs}
 	s := startServerWith(t, "tok", args...)

@@ -10,6 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/dpfl/dpfl/internal/etcdtest"
 )
 
 const testTTL = 2 * time.Second
@@ -571,22 +573,22 @@ func TestPartitionedLeaderIsFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-member etcd cluster")
 	}
-	bin := etcdBinary(t)
+	bin := etcdtest.Binary(t)
 	start := time.Now()
-	c, err := startEtcd(bin, t.TempDir(), 3, 100, 1000)
+	c, err := etcdtest.Start(bin, t.TempDir(), 3, 100, 1000)
 	if err != nil {
 		t.Fatalf("start 3-member etcd: %v", err)
 	}
-	t.Cleanup(c.stop) // runs after the Electors' and clients' cleanups
+	t.Cleanup(c.Stop) // runs after the Electors' and clients' cleanups
 	t.Logf("3-member cluster up in %v", time.Since(start).Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
 	// Find a follower X and another member Y.
-	var x, y *etcdMember
-	probe := newClient(t, c.endpoints()...)
-	for _, m := range c.members {
-		st, err := probe.Status(ctx, m.clientURL)
+	var x, y *etcdtest.Member
+	probe := newClient(t, c.Endpoints()...)
+	for _, m := range c.Members {
+		st, err := probe.Status(ctx, m.ClientURL)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -600,9 +602,9 @@ func TestPartitionedLeaderIsFenced(t *testing.T) {
 		t.Fatal("no follower found")
 	}
 	prefix := testPrefix(t)
-	a := newElector(t, []string{x.clientURL}, prefix, "replica-a", testTTL)
-	b := newElector(t, []string{y.clientURL}, prefix, "replica-b", testTTL)
-	admin := newClient(t, y.clientURL)
+	a := newElector(t, []string{x.ClientURL}, prefix, "replica-a", testTTL)
+	b := newElector(t, []string{y.ClientURL}, prefix, "replica-b", testTTL)
+	admin := newClient(t, y.ClientURL)
 
 	ta, err := a.Campaign(ctx, "job1")
 	if err != nil {
@@ -611,14 +613,14 @@ func TestPartitionedLeaderIsFenced(t *testing.T) {
 	bres := campaignAsync(ctx, b, "job1")
 	time.Sleep(200 * time.Millisecond)
 
-	if err := x.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := x.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	paused := time.Now()
 	resumed := false
 	defer func() {
 		if !resumed {
-			x.cmd.Process.Signal(syscall.SIGCONT)
+			x.Cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
 	ledger := prefix + "ledger/job1"
@@ -649,7 +651,7 @@ func TestPartitionedLeaderIsFenced(t *testing.T) {
 		t.Fatalf("new leader's fenced write: %v %v", res, err)
 	}
 
-	if err := x.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := x.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	resumed = true

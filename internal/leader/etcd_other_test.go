@@ -1,8 +1,0 @@
-//go:build !linux
-
-package leader
-
-import "os/exec"
-
-// dieWithTest is a no-op where the kernel offers no parent-death signal.
-func dieWithTest(cmd *exec.Cmd) {}
