@@ -56,24 +56,6 @@ func fedAvg(spec types.Spec, mdl model.Model, server fl.ServerOptimizer, workers
 // its parameters' errors are the only errors.
 func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers int) (fl.Aggregator, error) {
 	switch {
-	case distributed(spec):
-		s := spec
-		s.DP.NoiseMultiplier = z
-		p, err := ddgParams(s)
-		if err != nil {
-			return nil, err
-		}
-		sampler, _ := specSampler(spec, n)
-		return &fl.SecureAggregator{
-			DP:          true,
-			MinClients:  spec.SecAgg.MinClients,
-			DropoutRate: spec.SecAgg.DropoutRate,
-			Rand:        secure,
-			Dropouts:    rand.New(rand.NewPCG(spec.Seed, 0xd409)),
-			Workers:     workers,
-			MaxClients:  cohortBound(sampler, n),
-			Distributed: &p,
-		}, nil
 	case spec.SecureAggregation:
 		sampler, _ := specSampler(spec, n)
 		sa := &fl.SecureAggregator{
@@ -86,7 +68,16 @@ func aggregator(spec types.Spec, z float64, n int, secure *rand.Rand, workers in
 			Workers:     workers,
 			MaxClients:  cohortBound(sampler, n),
 		}
-		if spec.DP.Enabled {
+		switch {
+		case distributed(spec):
+			s := spec
+			s.DP.NoiseMultiplier = z
+			p, err := ddgParams(s)
+			if err != nil {
+				return nil, err
+			}
+			sa.Distributed = &p
+		case spec.DP.Enabled:
 			sa.Params.NoiseMultiplier = z
 			if a := spec.DP.AdaptiveClipping; a != nil {
 				sa.Adaptive = adaptiveClip(spec, a.InitialClip) // the runner sets its clip and range
