@@ -1,7 +1,6 @@
 package audit
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -65,18 +64,4 @@ func checkDDGEvent(e accounting.Event, spec specFields) error {
 			z.Rho, d.MinSurvivors, d.PaddedDimension, d.Sigma2, 2*d.L2Sensitivity, rho, d.Rho)
 	}
 	return nil
-}
-
-// checkFirstEvent checks a job's first ledger event against its spec
-// (JSON) as Verify's step 5 does: the distributed discrete Gaussian's ρ
-// (checkDDGEvent), or the central Gaussian's noise multiplier z or z/2.
-func checkFirstEvent(e accounting.Event, spec string) error {
-	var s specFields
-	if err := json.Unmarshal([]byte(spec), &s); err != nil {
-		return err
-	}
-	if s.DP.Mechanism == mechanismDDG {
-		return checkDDGEvent(e, s)
-	}
-	return checkNoise(e, s.DP.NoiseMultiplier)
 }

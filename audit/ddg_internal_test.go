@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -32,4 +33,13 @@ func TestVerifyDistributedEventMismatch(t *testing.T) {
 			t.Errorf("%s: got %v, want an error saying %q", c.name, err, c.want)
 		}
 	}
+}
+
+// checkFirstEvent is checkEventParams on a spec given as JSON.
+func checkFirstEvent(e accounting.Event, spec string) error {
+	var s specFields
+	if err := json.Unmarshal([]byte(spec), &s); err != nil {
+		return err
+	}
+	return checkEventParams(e, s)
 }

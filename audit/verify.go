@@ -305,12 +305,8 @@ func checkEvents(rawSpec string, spec specFields, entries, charges []parsed) ([]
 		if err != nil {
 			return nil, fmt.Errorf("%s: charge seq %d: %w", p.what, l.Seq, err)
 		}
-		if i == 0 && spec.DP.Mechanism == mechanismDDG {
-			if err := checkDDGEvent(ev, spec); err != nil {
-				return nil, fmt.Errorf("%s: charge seq %d: %w: an event parameter was changed", p.what, l.Seq, err)
-			}
-		} else if i == 0 {
-			if err := checkNoise(ev, spec.DP.NoiseMultiplier); err != nil {
+		if i == 0 {
+			if err := checkEventParams(ev, spec); err != nil {
 				return nil, fmt.Errorf("%s: charge seq %d: %w: an event parameter was changed", p.what, l.Seq, err)
 			}
 		}
@@ -388,6 +384,17 @@ func checkChain(entries []parsed, private bool, res *Result) ([]parsed, error) {
 		res.ExtraEvents = len(charges) - released
 	}
 	return charges, nil
+}
+
+// checkEventParams checks a job's (first) charged event against the
+// spec's mechanism: the distributed discrete Gaussian's ρ
+// (checkDDGEvent), or the central Gaussian's noise multiplier
+// (checkNoise).
+func checkEventParams(e accounting.Event, spec specFields) error {
+	if spec.DP.Mechanism == mechanismDDG {
+		return checkDDGEvent(e, spec)
+	}
+	return checkNoise(e, spec.DP.NoiseMultiplier)
 }
 
 // checkNoise checks that every Gaussian in e has noise multiplier z or
