@@ -145,3 +145,76 @@ func TestDistributedServerSeesOnlyNoisySums(t *testing.T) {
 		t.Errorf("released mean is %.3g from the clipped update (norm %.3g), want ≤ %.3g", math.Sqrt(errNorm), math.Sqrt(ref), want)
 	}
 }
+
+// The released sum's sensitivity under replace-one adjacency, as the
+// ledger charges it (job's ddgRho: 2Δ₂): for neighbouring cohorts that
+// differ in one client's update (adversarial: zero, huge spikes, the
+// antipode of the other's), with every other client's rounding coupled
+// (the same generator in both worlds) and no noise shares, the two ring
+// sums differ, centred mod 2^b, by at most 2Δ₂ in L2 norm, exactly in
+// integers. The antipodal pair moves the sum by more than Δ₂, so a charge
+// at one Δ₂ (add/remove's) would be wrong here.
+func TestDDGSumSensitivityReplaceOne(t *testing.T) {
+	const n, d, clip = 8, 100, 1.0
+	p, err := ChooseDDGParams(clip, d, n, 16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rot := ddgTestRot(d, 7)
+	delta2 := DDGSensitivity(p)
+	rng := rand.New(rand.NewPCG(3, 4))
+	others := make([][]float32, n-1)
+	for i := range others {
+		others[i] = make([]float32, d)
+		for j := range others[i] {
+			others[i][j] = float32(rng.NormFloat64() * 0.2)
+		}
+	}
+	flat := make([]float32, d)
+	for j := range flat {
+		flat[j] = float32(clip / math.Sqrt(d))
+	}
+	anti := make([]float32, d)
+	for j := range anti {
+		anti[j] = -flat[j]
+	}
+	spike := make([]float32, d)
+	spike[0], spike[d-1] = 1e30, -1e30
+	pairs := [][2][]float32{{make([]float32, d), spike}, {flat, anti}, {spike, anti}, {others[0], flat}}
+	sum := func(u []float32, seed uint64) []uint32 {
+		s := make([]uint32, p.PaddedDim)
+		enc := make([]uint32, p.PaddedDim)
+		for i, x := range append([][]float32{u}, others...) {
+			// Client i's rounding draws the same in both worlds (i ≥ 1);
+			// the replaced client draws its own.
+			r := rand.New(rand.NewPCG(seed, uint64(i)))
+			if _, err := ddgEncode(enc, x, p, rot, nil, r); err != nil {
+				t.Fatal(err)
+			}
+			for j, v := range enc {
+				s[j] += v
+			}
+		}
+		return s
+	}
+	worst := 0.0
+	for k, pr := range pairs {
+		for draw := range 50 {
+			seed := uint64(100*k + draw)
+			a, b := sum(pr[0], seed), sum(pr[1], seed)
+			var ss int64
+			for j := range a {
+				c := ddgCentred(a[j]-b[j], p.Bits)
+				ss += c * c
+			}
+			if float64(ss) > 4*delta2*delta2 {
+				t.Fatalf("pair %d: neighbouring sums differ by %v > 2Δ₂ = %v", k, math.Sqrt(float64(ss)), 2*delta2)
+			}
+			worst = max(worst, math.Sqrt(float64(ss)))
+		}
+	}
+	if worst <= delta2 {
+		t.Fatalf("the sums differed by at most %v ≤ Δ₂ = %v: the adversaries do not reach the replace-one case", worst, delta2)
+	}
+	t.Logf("neighbouring sums differ by up to %.4g = %.3f·Δ₂ (bound 2Δ₂)", worst, worst/delta2)
+}

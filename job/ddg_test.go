@@ -154,3 +154,35 @@ func TestDistributedDiscreteGaussianRefusals(t *testing.T) {
 		}
 	}
 }
+
+// A distributed job on a shared budget (dp.budget) runs and charges its
+// zCDP events there: the budget's ε is the RDP accountant's over them
+// (PLD does not represent zCDP).
+func TestDistributedDiscreteGaussianOnBudget(t *testing.T) {
+	m := manager(t)
+	if _, err := m.CreateBudget("ddg", 1000, 1e-5); err != nil {
+		t.Fatal(err)
+	}
+	st := runToEnd(t, m, ddgSpec(t, func(s *types.Spec) { s.DP.Budget = "ddg" }))
+	if st.State != types.StateCompleted {
+		t.Fatalf("%s: %s", st.State, st.Message)
+	}
+	rep, err := m.Privacy(st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := accounting.EpsilonZCDP(st.Spec.DP.Distributed.Rho, 3, 1e-5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Epsilon == nil || math.Abs(*rep.Epsilon-want) > 1e-9*want || rep.Accountant != "rdp" {
+		t.Fatalf("ε %v by %q, want %v by rdp", rep.Epsilon, rep.Accountant, want)
+	}
+	b, err := m.Budget("ddg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Events != 3 || b.Epsilon == nil || math.Abs(*b.Epsilon-want) > 1e-9*want {
+		t.Fatalf("budget: %d events, ε %v; want 3 and %v", b.Events, b.Epsilon, want)
+	}
+}
