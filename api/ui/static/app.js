@@ -213,6 +213,7 @@
   // refresh reloads the lists and the selected job, one load at a time:
   // a refresh asked for during a load runs after it.
   let again = false;
+  let refreshSeq = 0; // numbers the refreshes; each rendered row carries the one that drew it
   function refresh() {
     if (!sessionStorage.getItem(TOKEN_KEY)) return Promise.resolve();
     if (inflight) {
@@ -222,6 +223,7 @@
     inflight = (async () => {
       try {
         if (document.hidden && live) return; // resumed on visibilitychange
+        refreshSeq++;
         await loadOverview();
         if (selected) await loadJob(selected);
         showAppError('');
@@ -329,7 +331,7 @@
     const rows = jobs.map((j) => {
       const spec = j.spec || {};
       const l = latest.get(j.id) || {};
-      const tr = el('tr', { 'data-id': j.id, 'data-state': j.state, title: j.message || undefined },
+      const tr = el('tr', { 'data-id': j.id, 'data-state': j.state, 'data-refresh': String(refreshSeq), title: j.message || undefined },
         el('td', { class: 'id' }, el('a', { href: '#job/' + enc(j.id), text: j.id })),
         el('td', { text: spec.name || '' }),
         el('td', { class: 'state-cell' }, stateBadge(j.state)),
