@@ -205,6 +205,7 @@ var wireSchemas = map[string]reflect.Type{
 	"ErrorBody":            reflect.TypeFor[types.ErrorBody](),
 	"FieldError":           reflect.TypeFor[types.FieldError](),
 	"JobStatus":            reflect.TypeFor[types.Status](),
+	"JobLeader":            reflect.TypeFor[types.JobLeader](),
 	"JobSpec":              reflect.TypeFor[types.Spec](),
 	"SyntheticSpec":        reflect.TypeFor[types.SyntheticSpec](),
 	"LEAFSpec":             reflect.TypeFor[types.LEAFSpec](),

@@ -36,7 +36,10 @@ type ledgerState struct {
 // does not hold an event for every committed round (checkLedger) is an
 // error naming the job, its committed rounds and the events found: the job
 // must not run on a spend that under-counts.
-func (m *Manager) openLedger(jobID string, spec types.Spec) (*ledgerState, error) {
+//
+// Its appends go through db: the manager's store, or the job's fenced
+// view while this replica leads it (lead.go).
+func (m *Manager) openLedger(db *storage.DB, jobID string, spec types.Spec) (*ledgerState, error) {
 	ev := roundEvent(spec)
 	raw, err := accounting.MarshalEvent(ev)
 	if err != nil {
@@ -44,8 +47,8 @@ func (m *Manager) openLedger(jobID string, spec types.Spec) (*ledgerState, error
 	}
 	// The job's ε (and its budget check) is at the δ its privacy report
 	// uses: δ less what secure aggregation's aborts cost.
-	l := &ledgerState{db: m.db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.Budget, delta: AccountingDelta(spec.DP)}
-	events, err := ledgerEvents(m.db, jobID)
+	l := &ledgerState{db: db, jobID: jobID, event: ev, raw: raw, unit: spec.DP.Budget, delta: AccountingDelta(spec.DP)}
+	events, err := ledgerEvents(db, jobID)
 	if err != nil {
 		return nil, err
 	}

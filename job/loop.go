@@ -48,8 +48,8 @@ var errStopped = errors.New("job stopped")
 
 // runJob trains j from its last committed round. It returns the terminal
 // state and message, or "" when stopped by a server shutdown.
-func (m *Manager) runJob(ctx context.Context, j storage.Job, spec types.Spec) (storage.JobState, string) {
-	jr, err := m.newJobRun(ctx, j, spec)
+func (m *Manager) runJob(ctx context.Context, db *storage.DB, j storage.Job, spec types.Spec) (storage.JobState, string) {
+	jr, err := m.newJobRun(ctx, db, j, spec)
 	if err == nil {
 		err = jr.rounds()
 	}
@@ -86,8 +86,13 @@ func (jr *jobRun) rounds() error {
 
 // ending is the final state and message of a run that returned err: nil
 // completed it, errStopped cancelled it (a user's cancel) or leaves it
-// running to resume (a server shutdown: ""), a *jobEnd ends it in its
-// state, and any other error fails it with the error as its message.
+// running to resume (a server shutdown, or this replica no longer leading
+// the job: ""), a *jobEnd ends it in its state, and any other error fails
+// it with the error as its message. A write the store could not make or
+// settle (storage.ErrUnavailable: etcd unreachable) or that its fence
+// refused (storage.ErrFenced: another replica leads the job now) also
+// leaves the job to resume: its leader, this replica or another, runs it
+// again from its last committed round once the store answers (lead.go).
 func ending(ctx context.Context, log *slog.Logger, id string, spec types.Spec, err error) (storage.JobState, string) {
 	var end *jobEnd
 	switch {
@@ -97,6 +102,9 @@ func ending(ctx context.Context, log *slog.Logger, id string, spec types.Spec, e
 		if errors.Is(context.Cause(ctx), errCancelledByUser) {
 			return storage.StateCancelled, "cancelled by user"
 		}
+		return "", ""
+	case errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrFenced) || errors.Is(context.Cause(ctx), errLeadershipLost):
+		log.Warn("job stopped, to resume", "job", id, "err", err.Error())
 		return "", ""
 	case errors.As(err, &end):
 		return end.state, end.msg
@@ -202,7 +210,12 @@ func (jr *jobRun) commit(met types.RoundMetrics, st fl.RoundStats) error {
 	if err != nil {
 		return fmt.Errorf("saving server optimizer: %w", err)
 	}
-	if err := jr.m.db.CommitRound(jr.job.ID, r, mj, ck); err != nil {
+	commit := jr.db.CommitRound
+	if jr.ledger != nil {
+		// The charge must be stored: checked in the commit's transaction.
+		commit = jr.db.CommitChargedRound
+	}
+	if err := commit(jr.job.ID, r, mj, ck); err != nil {
 		return fmt.Errorf("committing round %d: %w", r, err)
 	}
 	if met.Test != nil {

@@ -20,7 +20,11 @@ func (m *Manager) Get(id string) (types.Status, error) {
 	if err != nil {
 		return types.Status{}, err
 	}
-	return lenient(m.status(j, true))
+	st, err := lenient(m.status(j, true))
+	if err == nil && !j.State.Terminal() {
+		st.Leader = m.jobLeader(id)
+	}
+	return st, err
 }
 
 // lenient turns an unreadable configuration into a note on the status.

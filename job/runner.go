@@ -70,6 +70,10 @@ type Manager struct {
 
 	// monitor holds the observers and ε caches of GET /metrics (metrics.go).
 	monitor monitor
+
+	// lead is the per-job leadership of a replica over a shared etcd
+	// store (lead.go); nil: this manager runs every job it has.
+	lead *leadership
 }
 
 // Defaults of the Manager's internal knobs.
@@ -120,6 +124,9 @@ type Options struct {
 	// Submit beyond it returns an error wrapping ErrCapacity. Jobs that
 	// Resume restarts count, but are never refused.
 	MaxRunningJobs int
+	// Leadership, when set, runs each job only while this replica leads
+	// it (lead.go; issue 18): for several replicas over one etcd store.
+	Leadership *Leadership
 }
 
 // NewManager returns a manager over db. Call Resume to restart jobs that
@@ -128,9 +135,13 @@ func NewManager(db *storage.DB, opt Options) *Manager {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	return &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, limits: opt,
+	m := &Manager{db: db, dataDir: opt.DataDir, log: opt.Logger, workers: opt.Workers, limits: opt,
 		fmnist: newFashionSource(opt.DataDir, opt.FashionMNIST), runs: newRuns(opt.Logger, db.SetJobState),
 		live: map[string]*deviceRound{}, units: map[string]*unitCache{}, calibrationTimeout: defaultCalibrationTimeout}
+	if opt.Leadership != nil {
+		m.lead = newLeadership(*opt.Leadership)
+	}
+	return m
 }
 
 // Submit validates spec, stores the job and starts it in the background. A
@@ -150,7 +161,13 @@ func (m *Manager) Submit(spec types.Spec) (storage.Job, error) {
 		m.runs.unreserve()
 		return storage.Job{}, err
 	}
-	m.start(j, spec, true)
+	if m.lead != nil {
+		// Run by whichever replica wins its election (most often this one).
+		m.runs.unreserve()
+		m.campaign(j.ID)
+	} else {
+		m.start(j, spec, true)
+	}
 	return m.db.Job(j.ID)
 }
 
@@ -290,7 +307,14 @@ func newJobID() (string, error) {
 // a failure or panic while it loads or trains) ends in state failed with
 // a message saying why, and the others run. Resumed jobs count towards
 // Options.MaxRunningJobs (they were admitted before) even beyond it.
+//
+// Under Options.Leadership it instead campaigns for every job that has not
+// ended, and keeps looking for new ones (lead.go); it returns an error
+// when this replica's address cannot be registered.
 func (m *Manager) Resume() error {
+	if m.lead != nil {
+		return m.startLeading()
+	}
 	jobs, err := m.db.Jobs()
 	if err != nil {
 		return err
@@ -316,7 +340,7 @@ func (m *Manager) start(j storage.Job, spec types.Spec, reserved bool) {
 	ctx, end := m.runs.begin(j.ID, reserved)
 	go func() {
 		defer end()
-		state, msg := m.runRecovered(ctx, j, spec)
+		state, msg := m.runRecovered(ctx, m.db, j, spec)
 		if state == "" { // server shutdown: leave it running, to resume
 			return
 		}
@@ -328,7 +352,7 @@ func (m *Manager) start(j storage.Job, spec types.Spec, reserved bool) {
 // (or one that fl re-raises there from a worker) fails this job, with
 // the panic and its stack in the log, instead of ending the process and
 // every other job with it.
-func (m *Manager) runRecovered(ctx context.Context, j storage.Job, spec types.Spec) (state storage.JobState, msg string) {
+func (m *Manager) runRecovered(ctx context.Context, db *storage.DB, j storage.Job, spec types.Spec) (state storage.JobState, msg string) {
 	defer func() {
 		p := recover()
 		if p == nil {
@@ -341,7 +365,7 @@ func (m *Manager) runRecovered(ctx context.Context, j storage.Job, spec types.Sp
 		m.log.Error("job panicked", "job", j.ID, "panic", fmt.Sprint(p), "stack", string(stack))
 		state, msg = storage.StateFailed, "internal error: the job panicked"+panicDetail(spec, p)+"; the server logged the panic and its stack and goes on running the other jobs"
 	}()
-	return m.runJob(ctx, j, spec)
+	return m.runJob(ctx, db, j, spec)
 }
 
 // panicDetail is the panic value for the job's message, " (value)", or
@@ -370,6 +394,8 @@ func (m *Manager) Cancel(id string) (storage.Job, error) {
 		return j, fmt.Errorf("%w: job %s is already %s", ErrConflict, id, j.State)
 	}
 	if r := m.runs.lookup(id); r == nil {
+		// Not running here: under Leadership its leader, if any, sees
+		// the state at its next write (refused) or scan, and stops.
 		if err := m.db.SetJobState(id, storage.StateCancelled, "cancelled by user"); err != nil {
 			return j, err
 		}
@@ -385,8 +411,14 @@ func (m *Manager) Cancel(id string) (storage.Job, error) {
 // last committed round at the next Resume. It waits for the jobs to stop or
 // ctx to expire.
 func (m *Manager) Shutdown(ctx context.Context) error {
+	if m.lead != nil {
+		m.lead.cancel() // no new campaign or term
+	}
 	if err := m.runs.stop(ctx); err != nil {
 		return err
+	}
+	if m.lead != nil {
+		return m.stopLeading(ctx) // each campaign resigns its term
 	}
 	m.runs.persist()
 	return nil

@@ -31,7 +31,10 @@ type roundResult struct {
 // jobRun is one run of a job in its goroutine, from its last committed
 // round to its end or its interruption.
 type jobRun struct {
-	m      *Manager
+	m *Manager
+	// db is where the run writes: the manager's store, or the job's fenced
+	// view while this replica leads the job (lead.go).
+	db     *storage.DB
 	ctx    context.Context
 	job    storage.Job
 	spec   types.Spec
@@ -47,7 +50,7 @@ type jobRun struct {
 // newJobRun builds j's run: its data, model and round runner, its state
 // restored from the last committed round, and its ledger. Every error
 // fails the job with the error as its message.
-func (m *Manager) newJobRun(ctx context.Context, j storage.Job, spec types.Spec) (*jobRun, error) {
+func (m *Manager) newJobRun(ctx context.Context, db *storage.DB, j storage.Job, spec types.Spec) (*jobRun, error) {
 	// A job stored before the numeric bounds (limits.go) may carry a
 	// noise σ that overflows the release and panics.
 	if sigma := spec.DP.NoiseMultiplier * spec.DP.ClipNorm; spec.DP.Enabled && !(sigma > 0 && sigma <= MaxNoiseStd) {
@@ -71,7 +74,7 @@ func (m *Manager) newJobRun(ctx context.Context, j storage.Job, spec types.Spec)
 	if err != nil {
 		return nil, err
 	}
-	jr := &jobRun{m: m, ctx: ctx, job: j, spec: spec, state: state, scores: newScorer(mdl, test, pop, m.workers)}
+	jr := &jobRun{m: m, db: db, ctx: ctx, job: j, spec: spec, state: state, scores: newScorer(mdl, test, pop, m.workers)}
 	if jr.estimatedTotal, err = estimatedSoFar(m.db, j); err != nil {
 		return nil, err
 	}
@@ -79,7 +82,7 @@ func (m *Manager) newJobRun(ctx context.Context, j storage.Job, spec types.Spec)
 		return nil, err
 	}
 	if spec.DP.Enabled {
-		if jr.ledger, err = m.openLedger(j.ID, spec); err != nil {
+		if jr.ledger, err = m.openLedger(db, j.ID, spec); err != nil {
 			return nil, err
 		}
 	}

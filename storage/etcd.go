@@ -915,3 +915,13 @@ func (c *etcdCursor) Seek(seek []byte) ([]byte, []byte) {
 	k, v := c.step()
 	return c.moved(k, v, curPastEnd)
 }
+
+// EtcdClient is the etcd client of a store opened with OpenEtcd (shared by
+// its fenced views), for the per-job elections (internal/leader) that
+// produce the fences; nil for a bbolt store. Do not close it: DB.Close does.
+func (db *DB) EtcdClient() *clientv3.Client {
+	if s, ok := db.kv.(*etcdStore); ok {
+		return s.cli
+	}
+	return nil
+}

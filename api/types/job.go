@@ -63,6 +63,24 @@ type Status struct {
 	// read but will not read for long: deprecated keys, with the names
 	// that replace them.
 	Warnings []string `json:"warnings,omitempty"`
+	// Leader is the server replica that runs the job now, with an etcd
+	// store (docs/ha.md); absent with a bbolt store, for a job no replica
+	// leads at the moment (between two leaders, or ended), and in lists.
+	Leader *JobLeader `json:"leader,omitempty"`
+}
+
+// JobLeader names the replica that leads a job (issue 18, docs/ha.md): it
+// alone runs the job's rounds, and every ledger append and round commit
+// it makes is fenced on Epoch, so a replica that lost the job cannot
+// write. The answer is already possibly stale when it arrives.
+type JobLeader struct {
+	// Replica is the leader's --replica-id.
+	Replica string `json:"replica"`
+	// Epoch is the etcd revision at which the leader's election key was
+	// created; a later leader of the same job always has a larger one.
+	Epoch int64 `json:"epoch"`
+	// URL is the leader's --advertise-url (absent if not registered).
+	URL string `json:"url,omitempty"`
 }
 
 // RoundRecord is one round's participation and timing, as

@@ -168,6 +168,10 @@ type serverFlags struct {
 	// st is the store: --db, or --store, --store-prefix and --blob-dir
 	// (store.go).
 	st storeFlags
+	// replica is this server's part among several over an etcd store
+	// (replica.go), and lead the leadership built from it at open.
+	replica replicaFlags
+	lead    *job.Leadership
 	// token is the deprecated --token; tokenSet says it was given.
 	token                  string
 	tokenSet               bool
@@ -189,6 +193,7 @@ func parseFlags(args []string) (*serverFlags, error) {
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen address (host:port); a non-loopback one needs --tls-cert/--tls-key or --insecure-http")
 	fs.StringVar(&f.st.dbPath, "db", "./dpfl.db", "bbolt database file (created if missing); not with --store etcd://…")
 	f.st.register(fs)
+	f.replica.register(fs)
 	fs.StringVar(&f.dataDir, "data-dir", data.DefaultFashionMNISTDir, "directory holding the Fashion-MNIST IDX files")
 	cliflag.Deprecated(fs, "data", "data-dir")
 	fs.StringVar(&f.token, "token", "", "DEPRECATED (visible in ps): the admin API token; use $DPFL_TOKEN or --token-file")
@@ -244,6 +249,9 @@ func (f *serverFlags) transport(log *slog.Logger) (*tls.Config, error) {
 	if err := checkTransport(f.addr, tlsCfg != nil, f.insecure); err != nil {
 		return nil, err
 	}
+	if err := f.replica.check(f.addr, tlsCfg != nil); err != nil {
+		return nil, err
+	}
 	if host, _, _ := net.SplitHostPort(f.addr); tlsCfg == nil && f.insecure && !isLoopback(host) {
 		log.Warn("serving plain HTTP on a non-loopback address (--insecure-http): API tokens and device credentials cross the network in cleartext")
 	}
@@ -259,9 +267,13 @@ func (f *serverFlags) open(db *storage.DB, admin, auditor string, log *slog.Logg
 	if err != nil {
 		return nil, nil, err
 	}
+	if f.lead, err = f.replica.leadership(db, f.st.prefix); err != nil {
+		return nil, nil, err
+	}
 	mgr := job.NewManager(db, job.Options{
 		DataDir: f.dataDir, Workers: f.workers, Logger: log,
 		DataRoot: f.dataRoot, MaxJobMemory: int64(f.maxJobMemory), MaxRunningJobs: f.maxRunning,
+		Leadership: f.lead,
 	})
 	// Check before anything writes to the file.
 	if err := checkStore(db, mgr, f.verify == "full", log); err != nil {
@@ -319,7 +331,11 @@ func (f *serverFlags) serve(mgr *job.Manager, tokens *api.Tokens, tlsCfg *tls.Co
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Error("http shutdown", "err", err)
 	}
-	return mgr.Shutdown(sctx)
+	err = mgr.Shutdown(sctx)
+	if cerr := closeLeadership(f.lead); cerr != nil {
+		log.Warn("revoking this replica's lease", "err", cerr)
+	}
+	return err
 }
 
 // newHTTPServer is the http.Server for h, with every timeout set.

@@ -232,7 +232,38 @@ func validJobID(jobID string) error {
 	if strings.Contains(jobID, "/") {
 		return fmt.Errorf("leader: job id %q contains '/'", jobID)
 	}
+	// "@…" names are the Elector's own (registryDir).
+	if strings.HasPrefix(jobID, "@") {
+		return fmt.Errorf("leader: job id %q begins with '@'", jobID)
+	}
 	return nil
+}
+
+// registryDir holds, under the Elector's prefix, each replica's advertised
+// URL (Advertise); job IDs cannot begin with "@", so it is no election.
+const registryDir = "@replicas/"
+
+// Advertise records url as the address at which this replica serves
+// (dpfl-server's --advertise-url), for URL. The record outlives the
+// process (a later start of the same replica ID overwrites it): a
+// replica's liveness is its election keys, not this record.
+func (e *Elector) Advertise(ctx context.Context, url string) error {
+	if _, err := e.cli.Put(ctx, e.prefix+registryDir+e.id, url); err != nil {
+		return fmt.Errorf("leader: advertise %q: %w", url, err)
+	}
+	return nil
+}
+
+// URL returns the address replica advertised (Advertise), "" if none.
+func (e *Elector) URL(ctx context.Context, replica string) (string, error) {
+	resp, err := e.cli.Get(ctx, e.prefix+registryDir+replica)
+	if err != nil {
+		return "", fmt.Errorf("leader: read the address of replica %q: %w", replica, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
 }
 
 // session returns the live session, creating one (a new lease) when there is
