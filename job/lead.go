@@ -66,6 +66,7 @@ type leadership struct {
 
 	mu          sync.Mutex
 	campaigning map[string]bool
+	terms       map[string]*leader.Term // the jobs this replica runs now
 }
 
 func newLeadership(l Leadership) *leadership {
@@ -73,7 +74,7 @@ func newLeadership(l Leadership) *leadership {
 		l.Scan = defaultLeaderScan
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &leadership{Leadership: l, ctx: ctx, cancel: cancel, campaigning: map[string]bool{}}
+	return &leadership{Leadership: l, ctx: ctx, cancel: cancel, campaigning: map[string]bool{}, terms: map[string]*leader.Term{}}
 }
 
 // startLeading registers this replica's URL and starts the scan that
@@ -192,6 +193,8 @@ func (m *Manager) runTerm(term *leader.Term) (over bool) {
 	}
 	ctx, end := m.runs.begin(id, false)
 	defer end() // after the final state is written: Cancel waits for it
+	m.lead.setTerm(id, term)
+	defer m.lead.setTerm(id, nil)
 	stop := context.AfterFunc(term.Context(), func() {
 		if r := m.runs.lookup(id); r != nil {
 			r.cancel(errLeadershipLost)
@@ -227,6 +230,32 @@ func (m *Manager) finishLed(term *leader.Term, db *storage.DB, id string, s stor
 		m.log.Warn("recording job state failed; retrying", "job", id, "state", s, "err", err)
 		sleepCtx(term.Context(), leaderRetry)
 	}
+}
+
+func (l *leadership) setTerm(id string, t *leader.Term) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t == nil {
+		delete(l.terms, id)
+	} else {
+		l.terms[id] = t
+	}
+}
+
+// term is the live term under which this replica runs job id, or nil
+// (not leading it, or no Leadership). Writes for the job outside its run
+// (e.g. the participate status that followers serve) carry its fence or
+// lease.
+func (m *Manager) term(id string) *leader.Term {
+	if m.lead == nil {
+		return nil
+	}
+	m.lead.mu.Lock()
+	defer m.lead.mu.Unlock()
+	if t := m.lead.terms[id]; t != nil && t.Err() == nil {
+		return t
+	}
+	return nil
 }
 
 // stopLeading ends every campaign and waits for them to resign (Shutdown,
