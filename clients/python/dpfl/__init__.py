@@ -34,6 +34,7 @@ from .errors import (
     Timeout,
     TooManyRequests,
     Unauthorized,
+    Unavailable,
     ValidationError,
     WatchTimeout,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "RequestTooLarge",
     "TooManyRequests",
     "ServerError",
+    "Unavailable",
     "Timeout",
     "ConnectionFailed",
     "WatchTimeout",

@@ -117,7 +117,8 @@ class Client:
             each read) before raising :class:`dpfl.Timeout`.
         max_rate_retries: how often a 429 with ``Retry-After`` (at most 10
             s) is waited out and sent again before it is raised as
-            :class:`dpfl.TooManyRequests`.
+            :class:`dpfl.TooManyRequests`; likewise a 503 with
+            ``Retry-After`` to a GET (:class:`dpfl.Unavailable`).
 
     A Client holds no connection between calls and may be shared by
     threads.
@@ -179,7 +180,10 @@ class Client:
         attempt = 0
         while True:
             status, data, retry_after = self._send(method, url, body, headers)
-            if status == 429 and retry_after is not None and 0 < retry_after <= _MAX_RETRY_AFTER and attempt < self.max_rate_retries:
+            # A 503 is waited out for reads only: a write's outcome is
+            # unknown then (it may have been applied), so it is raised.
+            retry = status == 429 or (status == 503 and method == "GET")
+            if retry and retry_after is not None and 0 < retry_after <= _MAX_RETRY_AFTER and attempt < self.max_rate_retries:
                 attempt += 1
                 time.sleep(retry_after)
                 continue

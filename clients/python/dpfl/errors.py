@@ -14,6 +14,7 @@ status   class
 409      :class:`Conflict`
 413      :class:`RequestTooLarge`
 429      :class:`TooManyRequests`
+503      :class:`Unavailable` (a :class:`ServerError`; ``retry_after``)
 5xx      :class:`ServerError` (``error_id``: quote it to the operator)
 other    :class:`HTTPError`
 =======  ==========================================================
@@ -41,6 +42,7 @@ __all__ = [
     "RequestTooLarge",
     "TooManyRequests",
     "ServerError",
+    "Unavailable",
     "Timeout",
     "ConnectionFailed",
     "WatchTimeout",
@@ -194,6 +196,21 @@ class ServerError(HTTPError):
     """5xx: the server failed. It logs the cause under ``error_id``."""
 
 
+class Unavailable(ServerError):
+    """503: the server's store (etcd) is unreachable or has lost quorum, or
+    no replica leads the job right now (docs/ha.md). A read may simply be
+    sent again after ``retry_after`` seconds (the client does so for GETs);
+    for a write the outcome is unknown: read before sending it again.
+
+    Attributes:
+        retry_after: the server's ``Retry-After`` in seconds, or ``None``.
+    """
+
+    def __init__(self, status: int, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
+        self.retry_after = retry_after
+        super().__init__(status, message, **kw)
+
+
 class Timeout(DpflError, TimeoutError):
     """The server did not answer within the client's ``timeout`` (seconds)."""
 
@@ -263,7 +280,7 @@ def error_for_status(
         body: the decoded JSON body (``{}`` if it was not JSON).
         text: the raw body text, the message when ``body`` has no ``error``.
         method, url: the request, for the error's attributes.
-        retry_after: a 429's ``Retry-After`` in seconds.
+        retry_after: a 429's or 503's ``Retry-After`` in seconds.
     """
     message = body.get("error") if isinstance(body.get("error"), str) else ""
     if not message:
@@ -279,6 +296,8 @@ def error_for_status(
         return ValidationError(status, message, errors=errs, **kw)
     if status == 429:
         return TooManyRequests(status, message, retry_after=retry_after, **kw)
+    if status == 503:
+        return Unavailable(status, message, retry_after=retry_after, **kw)
     if status >= 500:
         return ServerError(status, message, **kw)
     return _BY_STATUS.get(status, HTTPError)(status, message, **kw)

@@ -512,6 +512,51 @@ class TransportTest(unittest.TestCase):
             self.assertIsInstance(cm.exception, TimeoutError)
             self.assertIsInstance(cm.exception, dpfl.DpflError)
 
+    def test_unavailable_is_retried_for_reads_only(self) -> None:
+        # A server that answers 503 + Retry-After (a store without quorum)
+        # to the first request of each method, then 200.
+        import http.server
+        import threading
+
+        seen: List[str] = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self) -> None:
+                n = self.headers.get("Content-Length")
+                if n:
+                    self.rfile.read(int(n))
+                seen.append(self.command)
+                if seen.count(self.command) == 1:
+                    body = b'{"error": "the store is unavailable; retry shortly"}'
+                    self.send_response(503)
+                    self.send_header("Retry-After", "0.05")
+                else:
+                    body = b'{"jobs": []}' if self.command == "GET" else b'{"id": "job-1"}'
+                    self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        try:
+            c = dpfl.Client("http://127.0.0.1:%d" % srv.server_address[1], "t", timeout=5)
+            self.assertEqual(c.list(), [])
+            self.assertEqual(seen, ["GET", "GET"])
+            with self.assertRaises(dpfl.Unavailable) as cm:
+                c.submit({"rounds": 1})
+            self.assertEqual(cm.exception.retry_after, 0.05)
+            self.assertEqual(seen.count("POST"), 1)  # a write's outcome is unknown: not resent
+        finally:
+            srv.shutdown()
+            srv.server_close()
+
     def test_connection_refused(self) -> None:
         addr = free_addr()  # closed again: nothing listens there
         with self.assertRaises(dpfl.ConnectionFailed):
@@ -527,7 +572,8 @@ class TransportTest(unittest.TestCase):
             (413, dpfl.RequestTooLarge),
             (429, dpfl.TooManyRequests),
             (500, dpfl.ServerError),
-            (503, dpfl.ServerError),
+            (502, dpfl.ServerError),
+            (503, dpfl.Unavailable),
             (418, dpfl.HTTPError),
         ]
         for status, cls in cases:
@@ -542,6 +588,9 @@ class TransportTest(unittest.TestCase):
         self.assertEqual(e.message, "<html>bad gateway</html>")
         e = error_for_status(429, {"error": "slow down"}, "", retry_after=3.0)
         self.assertEqual(e.retry_after, 3.0)
+        e = error_for_status(503, {"error": "the store is unavailable"}, "", retry_after=2.0)
+        self.assertEqual(e.retry_after, 2.0)
+        self.assertIsInstance(e, dpfl.ServerError)
         e = error_for_status(400, {"error": "protocol message refused", "field": "x"}, "")
         self.assertEqual(e.errors, [dpfl.FieldError("x", "", "protocol message refused")])
 
