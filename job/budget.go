@@ -100,9 +100,19 @@ func (m *Manager) Budget(name string) (types.BudgetReport, error) {
 }
 
 // unitCache is what the manager keeps of a budget between calls,
-// under m.unitMu: the events of its jobs' ledgers, loaded once and then
-// extended by charge (the only writer of those ledgers).
+// under m.unitMu: the events of its jobs' ledgers, loaded from the store
+// and then extended by this manager's charges. Other managers sharing
+// the store (replicas on etcd) charge the budget too, so the cache may be
+// stale: rev says which state of the budget it reflects, and the store
+// refuses a charge checked against a cache whose rev is no longer the
+// budget's (storage.DB.AppendUnitCharge), upon which charge reloads it.
 type unitCache struct {
+	// rev is the budget's revision (storage.DB.UnitRevision) read
+	// before the cache's jobs and ledgers were, plus one per charge of
+	// this manager since: every charge counted by rev is in events
+	// (events may hold more, charges that landed while they were read,
+	// which over-counts).
+	rev    uint64
 	events []accounting.Event
 	// acc has composed events, in order: its reports are
 	// accounting.Account(events, ·)'s, at a cost per charge that does not
@@ -164,18 +174,23 @@ func (p position) committedAccountant() (*accounting.Accountant, error) {
 // running round: exactly the event an interruption of that round would
 // waste. A job that ends for any reason (completed, cancelled, failed,
 // budget_exhausted) stops reserving, which releases what it did not spend.
+//
+// The events come from the cache, checked to be current (unit with
+// fresh): so the position of a budget that other servers sharing the
+// store charge is theirs too, up to charges landing after the check.
 func (m *Manager) budgetPosition(name string) (position, error) {
 	u, err := m.db.Unit(name)
 	if err != nil {
 		return position{}, err
 	}
-	jobs, err := m.budgetJobs(name)
+	c, jobs, err := m.unit(name, true)
 	if err != nil {
 		return position{}, err
 	}
-	c, err := m.unitCache(name, jobs)
-	if err != nil {
-		return position{}, err
+	if jobs == nil {
+		if jobs, err = m.budgetJobs(name); err != nil {
+			return position{}, err
+		}
 	}
 	// A clone, not the cache's accountant: Unit reads the position after
 	// releasing m.unitMu, while charge composes into the cache's.
@@ -201,29 +216,57 @@ func (m *Manager) budgetPosition(name string) (position, error) {
 	return p, nil
 }
 
-// unitCache returns budget name's cache, loading the ledgers of its DP jobs
-// on first use; a ledger that does not cover its job's committed rounds
-// (checkLedger) is an error naming the job. m.unitMu must be held.
-func (m *Manager) unitCache(name string, jobs []budgetJob) (*unitCache, error) {
-	if c, ok := m.units[name]; ok {
-		return c, nil
+// unit returns budget name's cache, loading it on first use and, when
+// fresh is set, also when the budget's stored revision is no longer the
+// cache's (another server sharing the store charged it); jobs are the
+// budget's DP jobs when it loaded them, nil when it did not. A ledger
+// that does not cover its job's committed rounds (checkLedger) is an
+// error naming the job. m.unitMu must be held.
+//
+// Loading reads the budget's revision first, then lists its jobs, then
+// reads their ledgers, each in its own transaction. The order is what
+// makes the revision safe to compare: a charge that lands after the
+// revision was read has bumped the stored revision past the cache's, so
+// a charge checked against this cache is refused (ErrUnitMoved) even if
+// its event was missed; had the revision been read after the jobs or
+// the ledgers, a charge landing in between (of a job not yet listed, or
+// to a ledger already read) would be counted by the revision but not by
+// the events, and a check against them would pass on a stale spend.
+func (m *Manager) unit(name string, fresh bool) (*unitCache, []budgetJob, error) {
+	c, ok := m.units[name]
+	if ok && !fresh {
+		return c, nil, nil
 	}
-	c := &unitCache{acc: accounting.NewAccountant(), count: map[string]int{}}
+	rev, err := m.db.UnitRevision(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok && c.rev == rev {
+		return c, nil, nil
+	}
+	jobs, err := m.budgetJobs(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if jobs == nil {
+		jobs = []budgetJob{}
+	}
+	c = &unitCache{rev: rev, acc: accounting.NewAccountant(), count: map[string]int{}}
 	for _, uj := range jobs {
 		ev, err := ledgerEvents(m.db, uj.job.ID)
 		if err != nil {
-			return nil, fmt.Errorf("budget %q: %w", name, err)
+			return nil, nil, fmt.Errorf("budget %q: %w", name, err)
 		}
 		for _, e := range ev {
 			if err := c.acc.Compose(e, 1); err != nil {
-				return nil, fmt.Errorf("budget %q: job %s: %w", name, uj.job.ID, err)
+				return nil, nil, fmt.Errorf("budget %q: job %s: %w", name, uj.job.ID, err)
 			}
 		}
 		c.events = append(c.events, ev...)
 		c.count[uj.job.ID] = len(ev)
 	}
 	m.units[name] = c
-	return c, nil
+	return c, jobs, nil
 }
 
 // budgetJobs lists the stored DP jobs charged to budget name, oldest first.
@@ -350,11 +393,25 @@ func mixedNote(name string, pos position) string {
 		name, pos.adjacency, pos.mixed)
 }
 
+// chargeTries bounds how often charge checks a round against a budget
+// that other servers sharing the store keep charging between its check
+// and its append (storage.ErrUnitMoved).
+const chargeTries = 5
+
 // charge records round r's DP event write-ahead, after checking the job's
 // own budget and its budget's. It returns a non-empty reason when the round
 // must not run. The budget check is on the events actually spent: the job's
 // rounds were reserved at admission, so it fails only when interruptions
 // wasted events beyond the reservations.
+//
+// The budget check is against the manager's cache of the budget's events,
+// and the append is refused by the store unless the budget's revision is
+// still the cache's (storage.DB.AppendUnitCharge), in the append's own
+// transaction: so servers sharing a store (etcd), each with its own
+// cache, cannot both take a budget's last ε. A refused append drops the
+// cache, reloads it and checks again, up to chargeTries times; then the
+// error wraps storage.ErrUnavailable (the store kept losing races with
+// other writers), which leaves the job to resume.
 func (m *Manager) charge(l *ledgerState, spec types.Spec, r int) (stop string, err error) {
 	if next := l.next.Epsilon(); spec.DP.EpsilonBudget > 0 && next > spec.DP.EpsilonBudget {
 		return fmt.Sprintf("round %d would raise ε from %.4g to %.4g at δ=%g, past the budget ε_max=%g; %d rounds completed",
@@ -364,49 +421,79 @@ func (m *Manager) charge(l *ledgerState, spec types.Spec, r int) (stop string, e
 	if name == "" {
 		return "", l.append(r)
 	}
-	// One lock for check and append, so concurrent jobs on a budget cannot
-	// both take its last ε.
+	// One lock for check and append, so this manager's jobs on a budget
+	// cannot both take its last ε, nor race on its cache.
 	m.unitMu.Lock()
 	defer m.unitMu.Unlock()
 	u, err := m.db.Unit(name)
 	if err != nil {
 		return "", err
 	}
-	c, ok := m.units[name]
-	if !ok {
-		jobs, err := m.budgetJobs(name)
+	for try := 1; ; try++ {
+		// Not fresh: a stale cache is caught by the append's compare of
+		// its revision, which spares a read per charge.
+		c, _, err := m.unit(name, false)
 		if err != nil {
 			return "", err
 		}
-		if c, err = m.unitCache(name, jobs); err != nil {
-			return "", err
-		}
-	}
-	// The round fits if ε over the budget's events and this one stays
-	// within ε_max; FitsWith settles that by RDP alone while the budget
-	// is far from spent, sparing a PLD computation per charge.
-	fits, err := c.acc.FitsWith(l.event, 1, u.Delta, u.EpsilonBudget)
-	if err != nil {
-		return "", err
-	}
-	if !fits {
-		rep, err := c.acc.EpsilonWith(l.event, 1, u.Delta)
+		// The round fits if ε over the budget's events and this one stays
+		// within ε_max; FitsWith settles that by RDP alone while the budget
+		// is far from spent, sparing a PLD computation per charge.
+		fits, err := c.acc.FitsWith(l.event, 1, u.Delta, u.EpsilonBudget)
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("round %d would raise budget %q to ε = %.4g at δ=%g, past its budget ε_max=%g; %d rounds completed",
-			r, name, rep.Epsilon(), u.Delta, u.EpsilonBudget, r-1), nil
+		if !fits {
+			rep, err := c.acc.EpsilonWith(l.event, 1, u.Delta)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("round %d would raise budget %q to ε = %.4g at δ=%g, past its budget ε_max=%g; %d rounds completed",
+				r, name, rep.Epsilon(), u.Delta, u.EpsilonBudget, r-1), nil
+		}
+		err = l.appendUnit(r, c.rev)
+		if errors.Is(err, storage.ErrUnitMoved) {
+			// Charged by another server since the cache's revision: its
+			// events may be missing from the check. Reload and check again.
+			delete(m.units, name)
+			if try == chargeTries {
+				return "", fmt.Errorf("budget %q: other servers charged it between each of %d checks of round %d and its append; the round was not charged: %w: %w",
+					name, try, r, err, storage.ErrUnavailable)
+			}
+			continue
+		}
+		if err != nil {
+			// The append's outcome may be unknown (ErrUnavailable): reload
+			// the budget from the store at the next charge.
+			delete(m.units, name)
+			return "", err
+		}
+		c.rev++
+		if err := c.acc.Compose(l.event, 1); err != nil {
+			delete(m.units, name) // the charge is stored: reload the unit from the store
+			return "", err
+		}
+		c.events = append(c.events, l.event)
+		c.count[l.jobID]++
+		return "", nil
 	}
-	if err := l.append(r); err != nil {
-		return "", err
+}
+
+// appendUnit is ledgerState.append for a job on a shared budget: the
+// append is refused, wrapping storage.ErrUnitMoved, unless the budget's
+// revision is still seen (storage.DB.AppendUnitCharge).
+//
+// It repeats append's bookkeeping after the store call; were append to
+// take the revision, this would go.
+func (l *ledgerState) appendUnit(round int, seen uint64) error {
+	if _, err := l.db.AppendUnitCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit, seen); err != nil {
+		return err
 	}
-	if err := c.acc.Compose(l.event, 1); err != nil {
-		delete(m.units, name) // the charge is stored: reload the unit from the store
-		return "", err
+	if err := l.acc.Compose(l.event, 1); err != nil {
+		return err
 	}
-	c.events = append(c.events, l.event)
-	c.count[l.jobID]++
-	return "", nil
+	l.current = l.next
+	return l.project()
 }
 
 // Budgets is every shared budget's report (Budget), in name order; an

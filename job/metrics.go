@@ -250,16 +250,11 @@ func (m *Manager) BudgetEpsilon(name string) (BudgetSpend, error) {
 		m.unitMu.Unlock()
 		return BudgetSpend{}, err
 	}
-	c, ok := m.units[name]
-	if !ok {
-		var jobs []budgetJob
-		if jobs, err = m.budgetJobs(name); err == nil {
-			c, err = m.unitCache(name, jobs)
-		}
-		if err != nil {
-			m.unitMu.Unlock()
-			return BudgetSpend{}, err
-		}
+	// Fresh: other replicas sharing the store charge the budget too.
+	c, _, err := m.unit(name, true)
+	if err != nil {
+		m.unitMu.Unlock()
+		return BudgetSpend{}, err
 	}
 	n, unit := len(c.events), [2]float64{u.EpsilonBudget, u.Delta}
 	mon := &m.monitor

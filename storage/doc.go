@@ -45,6 +45,7 @@
 //	                      an "attempt" field when AppendChargeOnce wrote it)
 //	    metrics/          u64(round) → framed metrics JSON, round = 1 … Job.Round
 //	units/                privacy units (shared budgets), unit.go
+//	unit_revisions/       each unit's charge counter, bumped by every charge to it (unitcharge.go)
 //	log/                  the transparency log (tlog.go): leaves, tlog's stored
 //	                      hashes, each job's leaf index and the signed head; every
 //	                      ledger append, round commit and unit creation appends

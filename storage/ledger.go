@@ -54,7 +54,9 @@ func (db *DB) AppendLedger(jobID string, e LedgerEntry) (LedgerEntry, error) {
 }
 
 // AppendCharge is AppendLedger for a job charged to privacy unit unit as
-// well ("" for none): the charge leaf it logs names the unit.
+// well ("" for none): the charge leaf it logs names the unit, and the
+// same transaction bumps the unit's revision (UnitRevision). It does not
+// check the revision: AppendUnitCharge does.
 func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntry, error) {
 	return db.AppendChargeOnce(jobID, e, unit, "")
 }
@@ -68,6 +70,17 @@ func (db *DB) AppendCharge(jobID string, e LedgerEntry, unit string) (LedgerEntr
 // stored with the entry (an "attempt" field of its JSON; Ledger does not
 // return it). An empty attempt never matches: AppendCharge.
 func (db *DB) AppendChargeOnce(jobID string, e LedgerEntry, unit, attempt string) (LedgerEntry, error) {
+	return db.appendCharge(jobID, e, unit, attempt, nil)
+}
+
+// appendCharge is AppendChargeOnce and, with seen non-nil,
+// AppendUnitChargeOnce: in the append's transaction, a charge to a unit
+// (unit != "") that writes an entry first passes chargeUnit (the compare
+// of the unit's revision with *seen, when given) and bumps the revision.
+// A retry that finds its attempt's entry stored writes nothing and is not
+// compared: that charge was compared, and bumped the revision, when it
+// was stored.
+func (db *DB) appendCharge(jobID string, e LedgerEntry, unit, attempt string, seen *uint64) (LedgerEntry, error) {
 	if e.Round < 1 {
 		return LedgerEntry{}, fmt.Errorf("storage: job %q ledger: round %d, rounds start at 1", jobID, e.Round)
 	}
@@ -119,6 +132,11 @@ func (db *DB) AppendChargeOnce(jobID string, e LedgerEntry, unit, attempt string
 			if json.Unmarshal(pv, &rec) == nil && rec.Attempt == attempt && prev.Round == e.Round && string(prev.Event) == string(stored.Event) {
 				out = prev // this attempt's charge is stored already
 				return nil
+			}
+		}
+		if unit != "" {
+			if err := chargeUnit(tx, unit, seen); err != nil {
+				return err
 			}
 		}
 		if err := l.Put(u64(e.Seq), frame(p)); err != nil {
