@@ -71,6 +71,13 @@ func observeHTTP(e *echo.Echo, m *job.Manager, cfg Config) {
 	jc := newJobCollector(m, log)
 	reg.MustRegister(jc, jc.roundSeconds, jc.accountingSeconds, jc.stageSeconds, jc.errors)
 	m.Observe(jc.observer())
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: "store", Name: "fenced_writes_total",
+			Help: "Writes of this replica that etcd refused because it no longer led their job (a stale leader stopped by the fence)."},
+			func() float64 { return float64(m.FencedWrites()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metricsNamespace, Subsystem: "leader", Name: "phantom_wins_total",
+			Help: "Election wins this replica refused because etcd disagreed (its lease had expired while it waited)."},
+			func() float64 { return float64(m.PhantomWins()) }))
 	h := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		ErrorHandling:     promhttp.ContinueOnError,

@@ -298,3 +298,17 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-t.C:
 	}
 }
+
+// FencedWrites is the number of this replica's writes that etcd refused
+// because their fence no longer held (storage.DB.FencedWrites): each is
+// a stale leader's write stopped, not a fault. 0 with a bbolt store.
+func (m *Manager) FencedWrites() uint64 { return m.db.FencedWrites() }
+
+// PhantomWins is how many election wins this replica refused because
+// etcd disagreed (leader.Elector.Phantoms); 0 without Leadership.
+func (m *Manager) PhantomWins() uint64 {
+	if m.lead == nil {
+		return 0
+	}
+	return m.lead.Elector.Phantoms()
+}
