@@ -133,7 +133,9 @@ func device(c echo.Context) string {
 // Fig. 4, secagg.Stage) over HTTP, the server's end of the transport that
 // api/client.Participation is the device's end of. Every message after join carries the device's
 // per-round token in types.ClientTokenHeader, which must be the one join
-// gave this device.
+// gave this device. With several replicas, any replica answers the
+// round's status, and the others (join, the stages) go to the job's
+// leader (toLeader, forward.go).
 func (h *handlers) participate(g *echo.Group) {
 	g.GET("", func(c echo.Context) error {
 		st, err := h.m.DeviceRound(c.Param("id"))
@@ -148,23 +150,23 @@ func (h *handlers) participate(g *echo.Group) {
 			return err
 		}
 		return c.JSON(http.StatusOK, info)
-	})
+	}, h.toLeader)
 	// One route per protocol stage, named as the stage (secagg.Stage):
 	// GET is the server's request to this device, POST its message.
-	g.POST("/advertise_keys", post(h.m, h.m.AdvertiseKeys))
-	g.GET("/share_keys", get(h.m.ShareKeysRequest))
-	g.POST("/share_keys", post(h.m, h.m.ShareKeys))
-	g.GET("/masked_input", get(h.m.MaskedInputRequest))
-	g.POST("/masked_input", post(h.m, h.m.MaskedInput))
-	g.GET("/unmask", get(h.m.UnmaskRequest))
-	g.POST("/unmask", post(h.m, h.m.Unmask))
+	g.POST("/advertise_keys", post(h.m, h.m.AdvertiseKeys), h.toLeader)
+	g.GET("/share_keys", get(h.m.ShareKeysRequest), h.toLeader)
+	g.POST("/share_keys", post(h.m, h.m.ShareKeys), h.toLeader)
+	g.GET("/masked_input", get(h.m.MaskedInputRequest), h.toLeader)
+	g.POST("/masked_input", post(h.m, h.m.MaskedInput), h.toLeader)
+	g.GET("/unmask", get(h.m.UnmaskRequest), h.toLeader)
+	g.POST("/unmask", post(h.m, h.m.Unmask), h.toLeader)
 	// The routes of the previous release, for devices built from it
 	// (deprecated; to be removed in the next release).
-	g.POST("/advertise", post(h.m, h.m.AdvertiseKeys))
-	g.GET("/keys", get(h.m.ShareKeysRequest))
-	g.POST("/shares", post(h.m, h.m.ShareKeys))
-	g.GET("/shares", get(h.m.MaskedInputRequest))
-	g.POST("/masked-input", post(h.m, h.m.MaskedInput))
+	g.POST("/advertise", post(h.m, h.m.AdvertiseKeys), h.toLeader)
+	g.GET("/keys", get(h.m.ShareKeysRequest), h.toLeader)
+	g.POST("/shares", post(h.m, h.m.ShareKeys), h.toLeader)
+	g.GET("/shares", get(h.m.MaskedInputRequest), h.toLeader)
+	g.POST("/masked-input", post(h.m, h.m.MaskedInput), h.toLeader)
 }
 
 // post binds a protocol message strictly (strictjson.Decode: an unknown

@@ -48,6 +48,17 @@ type deviceRound struct {
 	tokens map[string]secagg.ClientID
 	owner  map[string]string
 	joined map[string]secagg.ClientID
+	// changed, if set, is told (outside mu) that the published status
+	// changed: a stage opened or closed, or a device advertised its keys
+	// (publishRound, participate_status.go).
+	changed func()
+}
+
+// notify tells changed, if set, that the status changed.
+func (dr *deviceRound) notify() {
+	if dr.changed != nil {
+		dr.changed()
+	}
 }
 
 // Open publishes stage and its deadline to the devices (ServerTransport);
@@ -55,8 +66,9 @@ type deviceRound struct {
 // channel.
 func (dr *deviceRound) Open(_ context.Context, stage secagg.Stage, deadline time.Time) (<-chan struct{}, error) {
 	dr.mu.Lock()
-	defer dr.mu.Unlock()
 	dr.stage, dr.deadline = deviceStages[stage], deadline
+	dr.mu.Unlock()
+	dr.notify()
 	return nil, nil
 }
 
@@ -64,8 +76,9 @@ func (dr *deviceRound) Open(_ context.Context, stage secagg.Stage, deadline time
 // the instance ended.
 func (dr *deviceRound) Close() {
 	dr.mu.Lock()
-	defer dr.mu.Unlock()
 	dr.stage = types.StageWaiting
+	dr.mu.Unlock()
+	dr.notify()
 }
 
 // join gives device deviceID a client ID and a round token bound to it.
@@ -126,32 +139,37 @@ func (m *Manager) liveRound(jobID string) *deviceRound {
 	return m.live[jobID]
 }
 
+// setLiveRound makes dr the job's open round (nil: none), and has the
+// change published to the other replicas (publishRound).
 func (m *Manager) setLiveRound(jobID string, dr *deviceRound) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if dr == nil {
 		delete(m.live, jobID)
-		return
+	} else {
+		m.live[jobID] = dr
 	}
-	m.live[jobID] = dr
+	m.mu.Unlock()
+	m.publishRound(jobID)
 }
 
 // DeviceRound reports the job's open round for participants. An unknown
-// job is storage.ErrNotFound; a simulated job is ErrConflict.
+// job is storage.ErrNotFound; a simulated job is ErrConflict. Under
+// Leadership it answers from memory, with no store request: the job's
+// spec and state as last read, and its round as its leader last published
+// it, or this replica's own live round when it leads the job
+// (participate_status.go).
 func (m *Manager) DeviceRound(jobID string) (types.RoundStatus, error) {
+	if ps := m.participation(); ps != nil {
+		if st, ok, err := ps.round(jobID); ok {
+			return st, err
+		}
+	}
 	state, spec, err := m.deviceJob(jobID)
 	if err != nil {
 		return types.RoundStatus{}, err
 	}
 	st := types.RoundStatus{JobID: jobID, State: state, Stage: types.StageWaiting, CohortSize: spec.Sampling.CohortSize}
-	if dr := m.liveRound(jobID); dr != nil {
-		dr.mu.Lock()
-		defer dr.mu.Unlock()
-		st.Round, st.Attempt, st.Stage = dr.round, dr.attempt, dr.stage
-		st.Joined = dr.srv.Accepted(secagg.StageAdvertiseKeys)
-		dl := dr.deadline
-		st.Deadline = &dl
-	}
+	m.liveStatus(jobID, &st)
 	return st, nil
 }
 
@@ -161,9 +179,23 @@ func (m *Manager) deviceJob(jobID string) (types.JobState, types.Spec, error) {
 		return "", types.Spec{}, err
 	}
 	if s.Spec.Population.Source != "devices" {
-		return "", types.Spec{}, fmt.Errorf("%w: job %s simulates its clients (population.source %q); devices cannot join it", ErrConflict, jobID, s.Spec.Population.Source)
+		return "", types.Spec{}, notDevices(jobID, s.Spec.Population.Source)
 	}
 	return s.State, s.Spec, nil
+}
+
+// checkDevicesJob checks that jobID is a devices job: from memory under
+// Leadership (read once), else from the store.
+func (m *Manager) checkDevicesJob(jobID string) error {
+	if ps := m.participation(); ps != nil {
+		j, err := ps.job(jobID)
+		if err == nil && j.source != "devices" {
+			err = notDevices(jobID, j.source)
+		}
+		return err
+	}
+	_, _, err := m.deviceJob(jobID)
+	return err
 }
 
 // Join admits enrolled device deviceID (see AuthenticateDevice) to the
@@ -176,7 +208,7 @@ func (m *Manager) Join(jobID, deviceID string) (types.JoinInfo, error) {
 	if deviceID == "" {
 		return types.JoinInfo{}, fmt.Errorf("%w: joining needs an enrolled device", ErrUnauthorized)
 	}
-	if _, _, err := m.deviceJob(jobID); err != nil {
+	if err := m.checkDevicesJob(jobID); err != nil {
 		return types.JoinInfo{}, err
 	}
 	dr := m.liveRound(jobID)
@@ -245,7 +277,11 @@ func (m *Manager) deviceMessage(jobID, deviceID, token string, want secagg.Stage
 // AdvertiseKeys takes a device's keys (stage advertise_keys, which
 // devices see as join).
 func (m *Manager) AdvertiseKeys(jobID, deviceID, token string, msg secagg.AdvertiseKeysMsg) error {
-	return m.deviceMessage(jobID, deviceID, token, secagg.StageAdvertiseKeys, msg.From, func(s *secagg.Server) error { return s.AdvertiseKeys(msg) })
+	err := m.deviceMessage(jobID, deviceID, token, secagg.StageAdvertiseKeys, msg.From, func(s *secagg.Server) error { return s.AdvertiseKeys(msg) })
+	if err == nil {
+		m.publishRound(jobID) // one more joined
+	}
+	return err
 }
 
 // ShareKeysRequest is the device's request of stage share_keys: its
@@ -299,6 +335,8 @@ type deviceRunner struct {
 	update *fl.ServerUpdate // from server, made by the first round
 	avg    []float32
 	dec    []float64
+	// attempts numbers the attempts devices see (Manager.deviceAttempt).
+	attempts attemptBase
 }
 
 // round runs attempt of round r from params and applies the server step.
@@ -316,10 +354,19 @@ func (d *deviceRunner) round(ctx context.Context, r, attempt int, params []float
 		}
 		ddg = &rd
 	}
-	dr, err := d.newRound(r, attempt, params, enc, ddg)
+	// Under Leadership a round that an earlier leader opened is a new
+	// attempt to the devices (participate_status.go); the statistics
+	// count this run's attempts.
+	shown, err := d.m.deviceAttempt(d.jobID, r, attempt, &d.attempts)
 	if err != nil {
 		return fl.RoundStats{}, err
 	}
+	dr, err := d.newRound(r, shown, params, enc, ddg)
+	if err != nil {
+		return fl.RoundStats{}, err
+	}
+	jobID := d.jobID
+	dr.changed = func() { d.m.publishRound(jobID) }
 	d.m.setLiveRound(d.jobID, dr)
 	defer d.m.setLiveRound(d.jobID, nil)
 	driver := &secagg.ServerDriver{

@@ -52,6 +52,9 @@ func (m *Manager) Enroll(jobID string) (types.Enrollment, error) {
 	if err := m.db.EnrollDevice(d); err != nil {
 		return types.Enrollment{}, err
 	}
+	if ps := m.participation(); ps != nil {
+		ps.devices.forget(jobID, h)
+	}
 	return types.Enrollment{JobID: jobID, DeviceID: d.ID, Credential: hex.EncodeToString(cred[:]), EnrolledAt: d.EnrolledAt}, nil
 }
 
@@ -84,15 +87,29 @@ func (m *Manager) AuthenticateDevice(jobID, credential string) (string, error) {
 		return "", fmt.Errorf("%w: not a device credential (%d hex digits)", ErrUnauthorized, 2*CredentialBytes)
 	}
 	h := sha256.Sum256(raw)
-	d, err := m.db.DeviceByCredentialHash(jobID, h[:])
-	if errors.Is(err, storage.ErrNotFound) {
-		return "", fmt.Errorf("%w: no device enrolled for job %s has this credential", ErrUnauthorized, jobID)
+	lookup := func() (string, error) {
+		d, err := m.db.DeviceByCredentialHash(jobID, h[:])
+		if errors.Is(err, storage.ErrNotFound) {
+			return "", errUnknownCredential(jobID)
+		}
+		if err != nil {
+			return "", err
+		}
+		if subtle.ConstantTimeCompare(d.CredentialHash, h[:]) != 1 {
+			return "", errUnknownCredential(jobID)
+		}
+		return d.ID, nil
 	}
-	if err != nil {
-		return "", err
+	if ps := m.participation(); ps != nil {
+		// Several replicas: from memory after the first time
+		// (devicecache.go), so that polls do not each read etcd.
+		return ps.devices.authenticate(jobID, h, lookup)
 	}
-	if subtle.ConstantTimeCompare(d.CredentialHash, h[:]) != 1 {
-		return "", fmt.Errorf("%w: no device enrolled for job %s has this credential", ErrUnauthorized, jobID)
-	}
-	return d.ID, nil
+	return lookup()
+}
+
+// errUnknownCredential refuses a well-formed credential that no device of
+// job jobID has.
+func errUnknownCredential(jobID string) error {
+	return fmt.Errorf("%w: no device enrolled for job %s has this credential", ErrUnauthorized, jobID)
 }

@@ -67,6 +67,11 @@ type leadership struct {
 	mu          sync.Mutex
 	campaigning map[string]bool
 	terms       map[string]*leader.Term // the jobs this replica runs now
+
+	// participate is the devices jobs' status cache and publishers
+	// (participate_status.go), started by the first use.
+	participateOnce sync.Once
+	participate     *participateState
 }
 
 func newLeadership(l Leadership) *leadership {

@@ -16,12 +16,32 @@ import (
 // The calls in this file are a device's: make their Client with the
 // device's credential (New(base, credential)), not the API token.
 
-// RoundStatus polls the open round of a devices job.
+// RoundStatus polls the open round of a devices job. A 503 (the server
+// cannot answer now: its store is unavailable, or, among several
+// replicas, a job is between leaders) is asked again after
+// unavailableWait, up to maxUnavailableRetries times, before it is
+// returned: a device polling through a failover goes on.
 func (c *Client) RoundStatus(ctx context.Context, jobID string) (types.RoundStatus, error) {
-	var st types.RoundStatus
-	err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID)+"/participate", nil, &st)
-	return st, err
+	for attempt := 0; ; attempt++ {
+		var st types.RoundStatus
+		err := c.do(ctx, http.MethodGet, "/v1/jobs/"+url.PathEscape(jobID)+"/participate", nil, &st)
+		if !IsStatus(err, http.StatusServiceUnavailable) || attempt >= maxUnavailableRetries {
+			return st, err
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(unavailableWait):
+		}
+	}
 }
+
+// unavailableWait and maxUnavailableRetries bound how long RoundStatus
+// waits out 503s: a failover takes about a lease TTL (5 s by default).
+const (
+	unavailableWait       = time.Second
+	maxUnavailableRetries = 10
+)
 
 // DefaultPoll is how often a Participation polls the round's stage.
 const DefaultPoll = 200 * time.Millisecond

@@ -212,6 +212,12 @@ func New(cli *clientv3.Client, prefix, id string, ttl time.Duration) (*Elector, 
 // ID returns the replica id this Elector campaigns with.
 func (e *Elector) ID() string { return e.id }
 
+// Prefix returns the key prefix of the elections, with its trailing "/".
+// Keys under Prefix()+"@" belong to no job's election (job IDs cannot
+// begin with "@"): the replicas' addresses live there (Advertise), and
+// callers may keep other per-job records there too.
+func (e *Elector) Prefix() string { return e.prefix }
+
 // TTL returns the session lease TTL requested from etcd, in whole seconds.
 func (e *Elector) TTL() time.Duration { return time.Duration(e.ttl) * time.Second }
 
