@@ -62,6 +62,7 @@ package api
 
 import (
 	crand "crypto/rand"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -101,6 +102,10 @@ type Config struct {
 	// DeviceBurst is how many requests a device may make at once before
 	// DeviceRate applies. Zero: DefaultDeviceBurst.
 	DeviceBurst int
+	// PeerCAs are the certificate authorities trusted when a device's
+	// request is forwarded to the https --advertise-url of the replica
+	// that leads its job (forward.go); nil: the system's roots.
+	PeerCAs *x509.CertPool
 }
 
 // New returns the HTTP handler serving jobs through m. The administrative
@@ -123,7 +128,7 @@ func New(m *job.Manager, cfg Config) http.Handler {
 	e.GET("/healthz", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
 	})
-	h := &handlers{m: m, log: log}
+	h := &handlers{m: m, log: log, forward: newForwardTransport(cfg.PeerCAs)}
 	// Devices: only their own job's participate routes, only with a device
 	// credential. These routes are more specific than the admin group's
 	// catch-all, so no API token reaches them.
@@ -199,6 +204,8 @@ type handlers struct {
 	// limits caches each devices job's participate body limit
 	// (participateLimit): job ID → int64.
 	limits sync.Map
+	// forward carries device requests to their job's leader (forward.go).
+	forward http.RoundTripper
 }
 
 func (h *handlers) create(c echo.Context) error {

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -42,15 +44,19 @@ const ForwardedHeader = "X-Dpfl-Forwarded-By"
 // a new leader is elected within a lease TTL (seconds).
 const RetryAfterNoLeader = time.Second
 
-// forwardTransport carries the forwarded requests to the leaders.
-var forwardTransport http.RoundTripper = &http.Transport{
-	DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-	ForceAttemptHTTP2:     true,
-	MaxIdleConns:          256,
-	MaxIdleConnsPerHost:   64,
-	IdleConnTimeout:       90 * time.Second,
-	TLSHandshakeTimeout:   5 * time.Second,
-	ResponseHeaderTimeout: 60 * time.Second,
+// newForwardTransport carries the forwarded requests to the leaders,
+// trusting cas for an https leader (nil: the system's roots).
+func newForwardTransport(cas *x509.CertPool) http.RoundTripper {
+	return &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		TLSClientConfig:       &tls.Config{RootCAs: cas, MinVersion: tls.VersionTLS12},
+	}
 }
 
 // toLeader is the middleware of the participate routes that need the live
@@ -93,7 +99,7 @@ func (h *handlers) toLeader(next echo.HandlerFunc) echo.HandlerFunc {
 				pr.SetXForwarded()
 				pr.Out.Header.Set(ForwardedHeader, self)
 			},
-			Transport: forwardTransport,
+			Transport: h.forward,
 			ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 				if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 					return // the device went away

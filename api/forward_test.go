@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -317,5 +318,29 @@ func TestDevicesRejoinAfterFailover(t *testing.T) {
 	met, err := b.m.Metrics(id)
 	if err != nil || len(met) != 1 || met[0].SecAgg == nil || met[0].SecAgg.Survivors != n {
 		t.Fatalf("metrics %+v, %v", met, err)
+	}
+}
+
+// The forwarding transport trusts the --peer-ca authorities for an https
+// leader, and only those (or the system's roots).
+func TestForwardTransportTrustsPeerCAs(t *testing.T) {
+	leader := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	defer leader.Close()
+	get := func(rt http.RoundTripper) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodGet, leader.URL, nil)
+		return rt.RoundTrip(req)
+	}
+	if _, err := get(newForwardTransport(nil)); err == nil {
+		t.Fatal("a leader whose certificate no trusted authority signed was reached")
+	}
+	cas := x509.NewCertPool()
+	cas.AddCert(leader.Certificate())
+	resp, err := get(newForwardTransport(cas))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("status %d", resp.StatusCode)
 	}
 }

@@ -302,7 +302,7 @@ func (f *serverFlags) serve(mgr *job.Manager, tokens *api.Tokens, tlsCfg *tls.Co
 	}
 	// Bursts of twice the rate, at least one request.
 	burst := max(1, int(math.Ceil(2*f.deviceRate)))
-	srv := newHTTPServer(api.New(mgr, api.Config{Tokens: tokens, Logger: log, DeviceRate: f.deviceRate, DeviceBurst: burst}), tlsCfg, log)
+	srv := newHTTPServer(api.New(mgr, api.Config{Tokens: tokens, Logger: log, DeviceRate: f.deviceRate, DeviceBurst: burst, PeerCAs: f.replica.peerCAs}), tlsCfg, log)
 	scheme := "http"
 	if tlsCfg != nil {
 		scheme = "https"

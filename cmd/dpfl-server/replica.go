@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net"
@@ -20,12 +21,16 @@ type replicaFlags struct {
 	id       string        // --replica-id
 	leaseTTL time.Duration // --lease-ttl
 	url      string        // --advertise-url
+	peerCA   string        // --peer-ca
+	// peerCAs is --peer-ca loaded by check (nil: the system's roots).
+	peerCAs *x509.CertPool
 }
 
 func (r *replicaFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&r.id, "replica-id", "", "this replica's name in the jobs' elections (with --store etcd://…; default <hostname>/<--addr>); unique among the replicas")
 	fs.DurationVar(&r.leaseTTL, "lease-ttl", leader.DefaultTTL, "lease of this replica's leadership (with --store etcd://…): a replica that stops renewing it loses its jobs this long after, and another takes them over (at least 2s)")
 	fs.StringVar(&r.url, "advertise-url", "", "the URL at which devices and the other replicas reach this replica (with --store etcd://…; default http(s)://<--addr>)")
+	fs.StringVar(&r.peerCA, "peer-ca", "", "PEM certificates of the authorities that sign the other replicas' TLS certificates, trusted when a device's request is forwarded to its job's leader (default: the system's roots)")
 }
 
 // check fills in the defaults from --addr and whether TLS is on.
@@ -50,6 +55,16 @@ func (r *replicaFlags) check(addr string, tlsOn bool) error {
 	}
 	if u, err := url.Parse(r.url); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--advertise-url %q: want http(s)://host:port", r.url)
+	}
+	if r.peerCA != "" {
+		pem, err := os.ReadFile(r.peerCA)
+		if err != nil {
+			return fmt.Errorf("--peer-ca: %w", err)
+		}
+		r.peerCAs = x509.NewCertPool()
+		if !r.peerCAs.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("--peer-ca %s: no PEM certificate in it", r.peerCA)
+		}
 	}
 	return nil
 }
