@@ -42,6 +42,15 @@ func newReplica(t *testing.T, endpoints []string, blobs, id string) *replica {
 	return &replica{db: db, el: el, m: m}
 }
 
+// twoReplicas are replicas a and b over one private etcd and blob
+// directory, not resumed.
+func twoReplicas(t *testing.T) (a, b *replica) {
+	t.Helper()
+	c := etcdtest.Private(t)
+	blobs := t.TempDir()
+	return newReplica(t, c.Endpoints(), blobs, "a"), newReplica(t, c.Endpoints(), blobs, "b")
+}
+
 // waitFor polls cond every 20 ms for up to d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -59,10 +68,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // committed round with a charge of its own, and the job completes with an
 // event for every committed round and exactly one extra event.
 func TestLeaderFailoverFencesTheStaleLeader(t *testing.T) {
-	c := etcdtest.Private(t)
-	blobs := t.TempDir()
-	a := newReplica(t, c.Endpoints(), blobs, "a")
-	b := newReplica(t, c.Endpoints(), blobs, "b")
+	a, b := twoReplicas(t)
 	if err := a.m.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +193,7 @@ func TestJobShowsItsLeader(t *testing.T) {
 // A cancel sent to a replica that does not lead the job ends it: the
 // leader stops at its next scan or write, and the job stays cancelled.
 func TestCancelThroughAFollower(t *testing.T) {
-	c := etcdtest.Private(t)
-	blobs := t.TempDir()
-	a := newReplica(t, c.Endpoints(), blobs, "a")
-	b := newReplica(t, c.Endpoints(), blobs, "b")
+	a, b := twoReplicas(t)
 	if err := a.m.Resume(); err != nil {
 		t.Fatal(err)
 	}

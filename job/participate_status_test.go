@@ -210,10 +210,7 @@ func TestFailoverRestartsTheDeviceRoundAsANewAttempt(t *testing.T) {
 // Without a leader's record (none published, or its term gone) a
 // follower shows the job waiting and has no leader to route joins to.
 func TestNoLeaderNoRound(t *testing.T) {
-	c := etcdtest.Private(t)
-	blobs := t.TempDir()
-	a := newReplica(t, c.Endpoints(), blobs, "a")
-	b := newReplica(t, c.Endpoints(), blobs, "b")
+	a, b := twoReplicas(t)
 	if err := a.m.Resume(); err != nil {
 		t.Fatal(err)
 	}
