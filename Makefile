@@ -5,6 +5,7 @@
 #   make test-simd    the same vet and the tests of the packages it changes, in the SIMD build
 #   make test-python  the Python client's tests (clients/python) against a real dpfl-server
 #   make test-ui      the dashboard (/ui) in headless Chromium against a real dpfl-server
+#   make test-ha      the kill -9 suite (issue 18): 3 etcd members, 3 replicas, faults mid-job (needs etcd-server)
 #   make check-onnx   exported ONNX models against Debian's python3-onnx checker and a numpy forward pass
 #   make fuzz         every Go fuzz target for FUZZTIME each (default 20000x inputs; CI: 100000x)
 #   make build        the commands, into bin/, in the SIMD build
@@ -20,7 +21,7 @@ GO ?= go
 # `go build` works too, with the portable loops, slower.
 SIMD ?= GOEXPERIMENT=simd
 
-.PHONY: build demo test test-full test-simd test-python test-ui check-onnx fuzz bench bench-torch experiments fmt
+.PHONY: build demo test test-full test-simd test-python test-ui test-ha check-onnx fuzz bench bench-torch experiments fmt
 build:
 	$(SIMD) $(GO) build -o bin/ ./cmd/...
 
@@ -44,6 +45,9 @@ test-python:
 
 test-ui:
 	bash scripts/test-ui.sh
+
+test-ha:
+	bash scripts/test-ha.sh
 
 check-onnx:
 	bash scripts/check-onnx.sh
