@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -71,6 +72,11 @@ const (
 	// joinedEvery is the least time between two records that differ only
 	// in the count of joined devices.
 	joinedEvery = 200 * time.Millisecond
+	// watchProbe is how often a watch asks for a progress notification,
+	// and watchSilence how long it may hear nothing before it is taken
+	// for broken (watch).
+	watchProbe   = time.Second
+	watchSilence = 3 * time.Second
 	// refreshDelay gathers the job state reads that election changes
 	// call for (a replica's leaving deletes its keys of every job at
 	// once).
@@ -259,14 +265,51 @@ func electionJob(rest string) string {
 	return id
 }
 
-// watch applies the changes after revision rev until the watch ends.
+// watch applies the changes after revision rev until the watch ends,
+// then marks the records not loaded: until load succeeds again, polls
+// read the store (and answer 503 while it cannot be read) instead of
+// showing what may be stale.
+//
+// A watch whose connection broke without an error (a link that drops
+// bytes garbles the HTTP/2 stream, and nothing arrives any more) would
+// stall silently, so every watchProbe the replica asks etcd for a
+// progress notification (one request a second, whatever the polls), and
+// a watch that heard nothing, event or progress, for watchSilence is
+// ended and loaded again.
 func (ps *participateState) watch(rev int64) {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ps.ctx))
-	defer cancel()
+	defer func() {
+		cancel()
+		ps.mu.Lock()
+		ps.ready = false
+		ps.mu.Unlock()
+	}()
+	var heard atomic.Int64
+	heard.Store(time.Now().UnixNano())
+	go func() {
+		t := time.NewTicker(watchProbe)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if time.Since(time.Unix(0, heard.Load())) > watchSilence {
+				ps.m.log.Warn("the participate status watch went silent; loading again")
+				cancel()
+				return
+			}
+			pctx, pcancel := context.WithTimeout(ctx, watchProbe)
+			_ = ps.cli.RequestProgress(pctx) // the answer comes on the watch
+			pcancel()
+		}
+	}()
 	for wr := range ps.cli.Watch(ctx, ps.prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if wr.Err() != nil || wr.Canceled {
 			return // compacted, no etcd leader, closed: load again
 		}
+		heard.Store(time.Now().UnixNano())
 		ps.apply(wr.Events)
 	}
 }

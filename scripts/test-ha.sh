@@ -9,7 +9,7 @@
 # $DPFL_ETCD_BIN; without one it fails (DPFL_REQUIRE_ETCD=1).
 #
 # Environment:
-#   DPFL_HA_DEVICES=1  also run the devices job with 10 dpfl-client participate processes
+#   DPFL_HA_DEVICES=0  skip the devices job with 10 dpfl-client participate processes (run by default)
 #   DPFL_HA_KEEP=1     keep the work directory (replica and etcd logs, data) even on success
 #   HA_RUN=REGEXP      passed to go test -run (default: every test)
 # The work directory is printed; it is kept when a test fails.
@@ -26,6 +26,7 @@ export DPFL_HA_SERVER_BIN="$work/bin/dpfl-server"
 export DPFL_HA_CLIENT_BIN="$work/bin/dpfl-client"
 export DPFL_HA_DIR="$work/run"
 export DPFL_REQUIRE_ETCD=1
+export DPFL_HA_DEVICES=${DPFL_HA_DEVICES:-1}
 
 start=$(date +%s)
 status=0

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -281,7 +282,7 @@ func TestPollLoadOnAFollower(t *testing.T) {
 	t.Logf("machine: %s, %d CPUs (GOMAXPROCS %d); follower, leader, etcd and clients share it", cpuModel(), runtime.NumCPU(), runtime.GOMAXPROCS(0))
 	t.Logf("%d polls by %d concurrent clients over %d devices in %v: %.0f polls/s; latency p50 %v, p90 %v, p99 %v, max %v",
 		n, clients, devices, elapsed.Round(time.Millisecond), rate, pct(0.50), pct(0.90), pct(0.99), all[len(all)-1])
-	t.Logf("etcd during the run: %.0f requests (%.6f per poll); %.0f lease keep-alives of the replicas' sessions (on a timer, not per poll)",
+	t.Logf("etcd during the run: %.0f requests (%.6f per poll; the watches' progress requests, one a second per replica); %.0f lease keep-alives of the replicas' sessions (on a timer, not per poll)",
 		reqAfter-reqBefore, (reqAfter-reqBefore)/float64(n), kaAfter-kaBefore)
 	if f := failed.Load(); f > 0 {
 		t.Errorf("%d of %d polls failed; first: %v", f, n, firstErr.Load())
@@ -289,7 +290,11 @@ func TestPollLoadOnAFollower(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no poll made")
 	}
-	if d := reqAfter - reqBefore; d != 0 {
-		t.Errorf("etcd received %.0f requests during %d polls of a follower; want none", d, n)
+	// The only etcd requests during the run are on timers, not per poll:
+	// each replica's watch asks for a progress notification once a
+	// second (job.watchProbe). Anything past that budget is per poll.
+	timers := 2 * (math.Ceil(elapsed.Seconds()) + 1)
+	if d := reqAfter - reqBefore; d > timers {
+		t.Errorf("etcd received %.0f requests during %d polls of a follower; want none beyond the watches' %.0f progress requests", d, n, timers)
 	}
 }

@@ -22,7 +22,8 @@
 // The suite itself is ha_test.go, behind the build tag ha, so that go
 // test ./... does not run it: TestHAFaults (a 100-round DP logreg job
 // under 13 faults) and TestHADevices (a devices job with 10 dpfl-client
-// participate processes; only with DPFL_HA_DEVICES=1). Environment:
+// participate processes; only with DPFL_HA_DEVICES=1, which
+// scripts/test-ha.sh sets unless told 0). Environment:
 //
 //	DPFL_HA_SERVER_BIN, DPFL_HA_CLIENT_BIN  the binaries (built by the test when unset)
 //	DPFL_HA_DIR            keep the work directories (logs, etcd data, bundles) there

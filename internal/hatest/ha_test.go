@@ -310,9 +310,8 @@ const devicesJob = `{
 // blackholed, an etcd member killed and the quorum lost. The same
 // checks as TestHAFaults, except that the gaps after leader kills are
 // reported, not bounded (a devices round waits on its devices' polls and
-// stage timeouts). It runs only with DPFL_HA_DEVICES=1: it was written
-// while the participate routes' follower caches and leader forwarding
-// were being built.
+// stage timeouts). It runs only with DPFL_HA_DEVICES=1, which
+// scripts/test-ha.sh sets by default (about 70 s more).
 func TestHADevices(t *testing.T) {
 	if os.Getenv("DPFL_HA_DEVICES") != "1" {
 		t.Skip("the devices job (10 dpfl-client participate processes, about 70 s) runs only with DPFL_HA_DEVICES=1")
