@@ -164,7 +164,7 @@ func StartWith(bin, dir string, o Options) (*Cluster, error) {
 
 func tryStart(bin, dir string, o Options) (*Cluster, error) {
 	n := o.Members
-	ports, err := freePorts(2 * n)
+	ports, err := FreePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -436,9 +436,9 @@ func (m *Member) waitReady(deadline time.Time) error {
 	}
 }
 
-// freePorts reserves n loopback ports and releases them together right
+// FreePorts reserves n loopback ports and releases them together right
 // before use, so one call never returns the same port twice.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
 		for _, l := range ls {

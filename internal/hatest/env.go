@@ -3,7 +3,6 @@ package hatest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +90,7 @@ func Setup(t testing.TB, cfg Config) *Env {
 	if err := os.WriteFile(e.TokenFile, []byte(e.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ports, err := freePorts(cfg.Replicas)
+	ports, err := etcdtest.FreePorts(cfg.Replicas)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,22 +230,3 @@ func (e *Env) Logs(lines int) string {
 	return b.String()
 }
 
-// freePorts reserves n loopback ports and releases them together.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
