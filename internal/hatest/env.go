@@ -229,4 +229,3 @@ func (e *Env) Logs(lines int) string {
 	}
 	return b.String()
 }
-
