@@ -454,10 +454,13 @@ func (d *deviceRunner) release(sum []uint32, enc secagg.Encoding, ddg *fl.DDGRou
 		n = ddg.Params.Dim
 	}
 	if len(d.avg) != n {
-		d.avg, d.dec = make([]float32, n), make([]float64, n)
+		d.avg = make([]float32, n)
 	}
 	if ddg != nil {
 		return fl.ReleaseDDGSum(d.avg, sum, *ddg, ddg.Rotation(), denom)
+	}
+	if len(d.dec) != n { // the central mechanism's decode buffer only
+		d.dec = make([]float64, n)
 	}
 	fl.ReleaseSecureSum(d.avg, d.dec, sum, enc, d.noise, denom, d.secure)
 	return nil
