@@ -402,38 +402,13 @@ func TestBareCampaignReportsPhantomWin(t *testing.T) {
 // ran. The guard must refuse that win; the Elector opens a new session and
 // wins for real.
 func TestGuardRefusesWinWithRevokedLease(t *testing.T) {
-	eps := sharedEtcd(t)
-	prefix := testPrefix(t)
-	admin := newClient(t, eps...)
-	e := newElector(t, eps, prefix, "replica-a", testTTL)
-	var phantomKey string
-	var phantomRev int64
-	var phantomLease clientv3.LeaseID
-	e.afterCampaign = func(key string, rev int64, lease clientv3.LeaseID) {
-		if phantomKey != "" {
-			return
-		}
-		phantomKey, phantomRev, phantomLease = key, rev, lease
-		if _, err := admin.Revoke(context.Background(), lease); err != nil {
-			t.Errorf("revoke: %v", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	term, err := e.Campaign(ctx, "job1")
-	if err != nil {
-		t.Fatalf("Campaign: %v", err)
-	}
-	defer term.Resign(context.Background())
-	if e.Phantoms() != 1 {
-		t.Errorf("Phantoms() = %d, want 1", e.Phantoms())
-	}
-	if term.Lease() == phantomLease || term.Fence().Key == phantomKey || term.Epoch() <= phantomRev {
+	term, phantom := sabotagedWin(t, func(admin *clientv3.Client, w win) error {
+		_, err := admin.Revoke(context.Background(), w.lease)
+		return err
+	})
+	if term.Lease() == phantom.lease || term.Fence().Key == phantom.key || term.Epoch() <= phantom.rev {
 		t.Fatalf("Campaign reported the refused win: fence %+v lease %x; phantom %s@%d lease %x",
-			term.Fence(), term.Lease(), phantomKey, phantomRev, phantomLease)
-	}
-	if err := term.Check(ctx); err != nil {
-		t.Fatalf("Check on the real term: %v", err)
+			term.Fence(), term.Lease(), phantom.key, phantom.rev, phantom.lease)
 	}
 }
 
@@ -441,19 +416,40 @@ func TestGuardRefusesWinWithRevokedLease(t *testing.T) {
 // before the guard ran. The guard refuses; the replica campaigns again on the
 // same session.
 func TestGuardRefusesWinWithDeletedKey(t *testing.T) {
+	term, phantom := sabotagedWin(t, func(admin *clientv3.Client, w win) error {
+		_, err := admin.Delete(context.Background(), w.key)
+		return err
+	})
+	if term.Epoch() <= phantom.rev || term.Lease() != phantom.lease {
+		t.Fatalf("term epoch %d lease %x; phantom %d lease %x", term.Epoch(), term.Lease(), phantom.rev, phantom.lease)
+	}
+}
+
+// win is a win that concurrency's Campaign reported.
+type win struct {
+	key   string
+	rev   int64
+	lease clientv3.LeaseID
+}
+
+// sabotagedWin campaigns for job1 on a fresh elector whose first reported
+// win is sabotaged (by an admin client) before the guard runs, and checks
+// that the guard refused exactly that win (Phantoms 1) and that the term
+// Campaign then returned passes Check. It returns the term (resigned at
+// the end of t) and the refused win.
+func sabotagedWin(t *testing.T, sabotage func(admin *clientv3.Client, w win) error) (*Term, win) {
+	t.Helper()
 	eps := sharedEtcd(t)
-	prefix := testPrefix(t)
 	admin := newClient(t, eps...)
-	e := newElector(t, eps, prefix, "replica-a", testTTL)
-	var phantomRev int64
-	var phantomLease clientv3.LeaseID
+	e := newElector(t, eps, testPrefix(t), "replica-a", testTTL)
+	var phantom win
 	e.afterCampaign = func(key string, rev int64, lease clientv3.LeaseID) {
-		if phantomRev != 0 {
+		if phantom.key != "" {
 			return
 		}
-		phantomRev, phantomLease = rev, lease
-		if _, err := admin.Delete(context.Background(), key); err != nil {
-			t.Errorf("delete: %v", err)
+		phantom = win{key, rev, lease}
+		if err := sabotage(admin, phantom); err != nil {
+			t.Errorf("sabotage: %v", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -462,16 +458,14 @@ func TestGuardRefusesWinWithDeletedKey(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Campaign: %v", err)
 	}
-	defer term.Resign(context.Background())
+	t.Cleanup(func() { term.Resign(context.Background()) })
 	if e.Phantoms() != 1 {
 		t.Errorf("Phantoms() = %d, want 1", e.Phantoms())
 	}
-	if term.Epoch() <= phantomRev || term.Lease() != phantomLease {
-		t.Fatalf("term epoch %d lease %x; phantom %d lease %x", term.Epoch(), term.Lease(), phantomRev, phantomLease)
-	}
 	if err := term.Check(ctx); err != nil {
-		t.Fatal(err)
+		t.Fatalf("Check on the real term: %v", err)
 	}
+	return term, phantom
 }
 
 // Test 3c: the guard unit itself: a term whose key was deleted behind its
