@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -228,19 +227,6 @@ func TestFollowerWithAnUnreachableLeader(t *testing.T) {
 	}
 }
 
-// deviceData is n synthetic examples in Fashion-MNIST's shape.
-func deviceData(n int, seed uint64) *data.Dataset {
-	rng := rand.New(rand.NewPCG(seed, 1))
-	ds := &data.Dataset{Dim: 784, Classes: 10, X: make([]float32, n*784), Y: make([]uint8, n)}
-	for i := range n {
-		ds.Y[i] = uint8(i % 10)
-		for j := range 784 {
-			ds.X[i*784+j] = rng.Float32()
-		}
-	}
-	return ds
-}
-
 // Three real devices (package device, as 'dpfl-client participate' runs
 // them) that talk only to a follower take part in a round of a job led by
 // another replica. The leader loses its term mid-round, after the devices
@@ -268,7 +254,7 @@ func TestDevicesRejoinAfterFailover(t *testing.T) {
 			t.Fatal(err)
 		}
 		dirs[i] = t.TempDir()
-		d := &devicepkg.Device{Server: devicepkg.HTTP(client.New(b.url, en.Credential), 10*time.Millisecond), JobID: id, Data: deviceData(20, uint64(10+i)),
+		d := &devicepkg.Device{Server: devicepkg.HTTP(client.New(b.url, en.Credential), 10*time.Millisecond), JobID: id, Data: syntheticDevice(20, uint64(10+i)),
 			Poll: 10 * time.Millisecond, SaveDir: dirs[i], Workers: 1, Out: &outs[i]}
 		wg.Go(func() { errs[i] = d.Run(ctx) })
 	}
