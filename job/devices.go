@@ -15,6 +15,7 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/secagg"
+	"github.com/dpfl/dpfl/storage"
 )
 
 // deviceStages are the names devices see (RoundStatus.Stage) for the
@@ -167,6 +168,12 @@ func (m *Manager) DeviceRound(jobID string) (types.RoundStatus, error) {
 	state, spec, err := m.deviceJob(jobID)
 	if err != nil {
 		return types.RoundStatus{}, err
+	}
+	if m.lead != nil && !state.Terminal() && m.term(jobID) == nil {
+		// The status feed is (re)loading and this replica does not run
+		// the job: "waiting" would tell a device in a round that the
+		// round went on without it.
+		return types.RoundStatus{}, fmt.Errorf("%w: this replica is loading the devices jobs' round status; retry shortly", storage.ErrUnavailable)
 	}
 	st := types.RoundStatus{JobID: jobID, State: state, Stage: types.StageWaiting, CohortSize: spec.Sampling.CohortSize}
 	m.liveStatus(jobID, &st)

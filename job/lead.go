@@ -92,6 +92,7 @@ func (m *Manager) startLeading() error {
 	if err != nil {
 		return err
 	}
+	m.participation() // load the devices jobs' status before polls come
 	m.scanJobs()
 	l.wg.Add(1)
 	go func() {

@@ -12,6 +12,7 @@ import (
 	"github.com/dpfl/dpfl/api/types"
 	"github.com/dpfl/dpfl/internal/etcdtest"
 	"github.com/dpfl/dpfl/secagg"
+	"github.com/dpfl/dpfl/storage"
 )
 
 // waitingDevicesSpec is a one-round devices job whose join stage stays
@@ -273,5 +274,23 @@ func TestParticipateRecordChanges(t *testing.T) {
 		if a.onlyJoined(c) || a.equal(c) {
 			t.Errorf("a %s change counts as a joined-only change", name)
 		}
+	}
+}
+
+// A follower whose status feed is not loaded (at start, or reloading a
+// broken watch) answers a poll of a running job with 503 (ErrUnavailable),
+// never "waiting", which a device in the round would take for the round
+// having gone on without it; the leader answers from its live round.
+func TestUnloadedFollowerAnswersUnavailable(t *testing.T) {
+	_, a, b, id := leadingPair(t)
+	ps := b.m.participation()
+	ps.mu.Lock()
+	ps.ready = false
+	ps.mu.Unlock()
+	if _, err := b.m.DeviceRound(id); !errors.Is(err, storage.ErrUnavailable) {
+		t.Fatalf("an unloaded follower's poll: %v, want ErrUnavailable", err)
+	}
+	if st, err := a.m.DeviceRound(id); err != nil || st.Round != 1 {
+		t.Fatalf("the leader's poll: %+v, %v", st, err)
 	}
 }
