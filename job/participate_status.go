@@ -91,12 +91,11 @@ var ErrNoLeader = errors.New("no replica leads the job right now")
 // participateRecord is a devices job's round status as its leader
 // publishes it.
 type participateRecord struct {
-	State    types.JobState `json:"state"`
-	Round    int            `json:"round"`
-	Attempt  int            `json:"attempt"`
-	Stage    string         `json:"stage"`
-	Deadline *time.Time     `json:"deadline,omitempty"`
-	Joined   int            `json:"joined"`
+	Round    int        `json:"round"`
+	Attempt  int        `json:"attempt"`
+	Stage    string     `json:"stage"`
+	Deadline *time.Time `json:"deadline,omitempty"`
+	Joined   int        `json:"joined"`
 	// Leader and URL are the leading replica's ID and address; Fence and
 	// Epoch its term's election key and that key's CreateRevision.
 	Leader string `json:"leader"`
@@ -501,9 +500,6 @@ func (ps *participateState) round(jobID string) (st types.RoundStatus, ok bool, 
 		return st, true, nil
 	}
 	if rec, ok := ps.record(jobID); ok && rec.Round > 0 {
-		if rec.State.Terminal() {
-			st.State = rec.State
-		}
 		st.Round, st.Attempt, st.Stage, st.Joined = rec.Round, rec.Attempt, rec.Stage, rec.Joined
 		if rec.Deadline != nil {
 			dl := *rec.Deadline
@@ -608,7 +604,7 @@ func (p *publisher) poke() {
 // snapshot is the job's status now.
 func (p *publisher) snapshot() participateRecord {
 	m, f := p.ps.m, p.term.Fence()
-	rec := participateRecord{State: types.StateRunning, Stage: types.StageWaiting, Leader: m.lead.Elector.ID(), URL: m.lead.URL, Fence: f.Key, Epoch: f.Rev}
+	rec := participateRecord{Stage: types.StageWaiting, Leader: m.lead.Elector.ID(), URL: m.lead.URL, Fence: f.Key, Epoch: f.Rev}
 	var st types.RoundStatus
 	m.liveStatus(p.jobID, &st)
 	rec.Round, rec.Attempt, rec.Joined, rec.Deadline = st.Round, st.Attempt, st.Joined, st.Deadline

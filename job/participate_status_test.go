@@ -251,7 +251,7 @@ func TestNoLeaderNoRound(t *testing.T) {
 func TestParticipateRecordChanges(t *testing.T) {
 	dl := time.Unix(100, 0)
 	dl2 := dl.In(time.FixedZone("x", 3600)) // the same instant
-	a := participateRecord{State: types.StateRunning, Round: 1, Attempt: 1, Stage: types.StageJoin, Deadline: &dl, Joined: 1, Leader: "a", URL: "u", Fence: "k", Epoch: 7}
+	a := participateRecord{Round: 1, Attempt: 1, Stage: types.StageJoin, Deadline: &dl, Joined: 1, Leader: "a", URL: "u", Fence: "k", Epoch: 7}
 	b := a
 	b.Deadline = &dl2
 	if !a.equal(b) || !a.onlyJoined(b) {
