@@ -197,17 +197,27 @@ func (m *Manager) runTerm(term *leader.Term) (over bool) {
 	if err := json.Unmarshal(j.Config, &spec); err != nil {
 		return m.finishLed(term, db, id, storage.StateFailed, "stored configuration unreadable: "+err.Error())
 	}
+	if m.lead.ctx.Err() != nil {
+		return false // shutting down: the term was won as Shutdown began
+	}
 	ctx, end := m.runs.begin(id, false)
 	defer end() // after the final state is written: Cancel waits for it
 	m.lead.setTerm(id, term)
 	defer m.lead.setTerm(id, nil)
-	stop := context.AfterFunc(term.Context(), func() {
+	stopOnLoss := context.AfterFunc(term.Context(), func() {
 		if r := m.runs.lookup(id); r != nil {
 			r.cancel(errLeadershipLost)
 		}
 	})
+	// A run begun after Shutdown stopped the others stops too.
+	stopOnShutdown := context.AfterFunc(m.lead.ctx, func() {
+		if r := m.runs.lookup(id); r != nil {
+			r.cancel(context.Canceled)
+		}
+	})
 	state, msg := m.runRecovered(ctx, db, j, spec)
-	stop()
+	stopOnLoss()
+	stopOnShutdown()
 	if state == "" {
 		// Stopped without an end: see whether another replica ended it.
 		j, err := m.db.Job(id)
