@@ -482,18 +482,11 @@ func (m *Manager) charge(l *ledgerState, spec types.Spec, r int) (stop string, e
 // appendUnit is ledgerState.append for a job on a shared budget: the
 // append is refused, wrapping storage.ErrUnitMoved, unless the budget's
 // revision is still seen (storage.DB.AppendUnitCharge).
-//
-// It repeats append's bookkeeping after the store call; were append to
-// take the revision, this would go.
 func (l *ledgerState) appendUnit(round int, seen uint64) error {
 	if _, err := l.db.AppendUnitCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit, seen); err != nil {
 		return err
 	}
-	if err := l.acc.Compose(l.event, 1); err != nil {
-		return err
-	}
-	l.current = l.next
-	return l.project()
+	return l.advance()
 }
 
 // Budgets is every shared budget's report (Budget), in name order; an

@@ -184,6 +184,12 @@ func (l *ledgerState) append(round int) error {
 	if _, err := l.db.AppendCharge(l.jobID, storage.LedgerEntry{Round: round, Event: l.raw}, l.unit); err != nil {
 		return err
 	}
+	return l.advance()
+}
+
+// advance composes the round's event, stored by the caller, into the
+// accountant and moves the reports on by one round.
+func (l *ledgerState) advance() error {
 	if err := l.acc.Compose(l.event, 1); err != nil {
 		return err
 	}
