@@ -319,8 +319,13 @@ func (m *Manager) joinUnit(spec *types.Spec) error {
 // within ε_max at the budget's δ; otherwise the error wraps ErrBudget and
 // names the remaining ε. store writes the job; it runs under m.unitMu
 // after the checks pass, so that the stored job is its reservation and
-// concurrent submissions cannot both take the budget's last ε. A job on no
-// budget is just stored. joinUnit has refused a job without DP on a budget.
+// concurrent submissions to this manager cannot both take the budget's
+// last ε. Replicas sharing an etcd store each hold their own lock, so two
+// of them may both admit a job that fits alone: admission is then an
+// estimate, and the charge of each round (charge, compared on the
+// budget's revision) is what keeps the budget's ε within ε_max; the job
+// that finds it spent ends budget_exhausted. A job on no budget is just
+// stored. joinUnit has refused a job without DP on a budget.
 func (m *Manager) admitToUnit(spec types.Spec, store func() error) error {
 	name := spec.DP.Budget
 	if name == "" {
