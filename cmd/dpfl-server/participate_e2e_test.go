@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +20,7 @@ import (
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/fl"
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/hatest"
 	"github.com/dpfl/dpfl/secagg"
 )
 
@@ -300,28 +299,10 @@ func TestDeviceCredentialsAreScoped(t *testing.T) {
 }
 
 // writeDeviceData writes examples [from, from+n) of ds as a device's IDX
-// pair (pixels back to bytes).
+// pair (hatest.WriteDeviceData).
 func writeDeviceData(t *testing.T, dir string, ds *data.Dataset, from, n int) {
 	t.Helper()
-	img := idxHeader(0x08, n, 28, 28)
-	for _, v := range ds.X[from*ds.Dim : (from+n)*ds.Dim] {
-		img = append(img, byte(math.Round(float64(v)*255)))
+	if err := hatest.WriteDeviceData(dir, ds, from, n); err != nil {
+		t.Fatal(err)
 	}
-	lab := append(idxHeader(0x08, n), ds.Y[from:from+n]...)
-	for name, b := range map[string][]byte{"train-images-idx3-ubyte": img, "train-labels-idx1-ubyte": lab} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// idxHeader is the IDX magic (two zero bytes, the type code, the number
-// of dimensions) and the big-endian dimensions.
-func idxHeader(typ byte, dims ...int) []byte {
-	var b bytes.Buffer
-	b.Write([]byte{0, 0, typ, byte(len(dims))})
-	for _, d := range dims {
-		binary.Write(&b, binary.BigEndian, uint32(d))
-	}
-	return b.Bytes()
 }

@@ -236,7 +236,7 @@ func (m *Member) spawn(state string) error {
 	cmd := exec.Command(m.bin, append(append([]string(nil), m.flags...), "--initial-cluster-state", state)...)
 	cmd.Stdout = m.log
 	cmd.Stderr = m.log
-	dieWithParent(cmd)
+	DieWithParent(cmd)
 	fmt.Fprintf(m.log, "=== etcdtest: %s starts (--initial-cluster-state %s) at %s\n", m.Name, state, time.Now().Format("15:04:05.000"))
 	if err := cmd.Start(); err != nil {
 		return err

@@ -5,8 +5,9 @@ import (
 	"syscall"
 )
 
-// dieWithParent makes the kernel kill etcd if the test process dies first
-// (a panic, -timeout), so no server outlives an aborted run.
-func dieWithParent(cmd *exec.Cmd) {
+// DieWithParent makes the kernel kill cmd's process (etcd, a test
+// server) if the test process dies first (a panic, -timeout), so no
+// server outlives an aborted run.
+func DieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

@@ -4,5 +4,5 @@ package etcdtest
 
 import "os/exec"
 
-// dieWithParent is a no-op where the kernel offers no parent-death signal.
-func dieWithParent(cmd *exec.Cmd) {}
+// DieWithParent is a no-op where the kernel offers no parent-death signal.
+func DieWithParent(cmd *exec.Cmd) {}

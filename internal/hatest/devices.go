@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dpfl/dpfl/fl/data"
+	"github.com/dpfl/dpfl/internal/etcdtest"
 )
 
 // WriteDeviceData writes examples [from, from+n) of ds as a device's IDX
@@ -91,7 +92,7 @@ func (p *Participant) start() error {
 	cmd := exec.Command(p.clientBin, "participate", p.job, "--server", r.URL, "--data-dir", p.DataDir, "--poll", "100ms", "--workers", "1")
 	cmd.Env = append(os.Environ(), "DPFL_TOKEN=", "DPFL_DEVICE_CREDENTIAL="+p.Credential)
 	cmd.Stdout, cmd.Stderr = p.out, p.out
-	dieWithParent(cmd)
+	etcdtest.DieWithParent(cmd)
 	fmt.Fprintf(p.out, "=== hatest: device %d starts against %s at %s\n", p.N, r.ID, stamp(time.Now()))
 	if err := cmd.Start(); err != nil {
 		return err

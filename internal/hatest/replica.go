@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/dpfl/dpfl/internal/etcdtest"
 )
 
 // Replica is one dpfl-server process of the suite, which it may kill -9,
@@ -65,7 +67,7 @@ func (r *Replica) Start() error {
 	cmd.Env = append(os.Environ(), r.env...)
 	w := io.MultiWriter(r.logFile, r.tail)
 	cmd.Stdout, cmd.Stderr = w, w
-	dieWithParent(cmd)
+	etcdtest.DieWithParent(cmd)
 	fmt.Fprintf(w, "=== hatest: replica %s incarnation %d starts at %s: %s %s\n", r.ID, r.incarnation, stamp(time.Now()), r.bin, strings.Join(r.args, " "))
 	if err := cmd.Start(); err != nil {
 		return err

@@ -241,12 +241,13 @@ func (s *Scenario) LoseQuorum(d time.Duration) error {
 	}
 	round := s.W.Round()
 	f := Fault{Kind: QuorumLoss, Target: victims[0].Name + "+" + victims[1].Name, Round: round, Note: fmt.Sprintf("%v down", d)}
-	f.At = time.Now()
 	for _, m := range victims {
 		if err := m.Kill(); err != nil {
 			return err
 		}
 	}
+	// From the second kill: a commit between the two had its quorum.
+	f.At = time.Now()
 	s.logf("killed etcd members %s at round %d (no quorum)", f.Target, round)
 	time.Sleep(d)
 	f.Lifted = time.Now()
