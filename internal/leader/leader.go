@@ -131,9 +131,6 @@ type Fence struct {
 	Rev int64
 }
 
-// IsZero reports whether f is the zero Fence.
-func (f Fence) IsZero() bool { return f.Key == "" && f.Rev == 0 }
-
 // Cmp returns the etcd compare that holds exactly while this term's leader
 // key exists with this CreateRevision: CreateRevision(Key) == Rev. A
 // transaction with it in its If clause is applied only while the key still
