@@ -303,8 +303,9 @@ func (s *SecureAggregator) releaseDistributed(dst []float32, inputs [][]float32,
 		return st, err
 	}
 	clients := make([]*secagg.ClientDriver, len(inputs))
+	pairs := new(secagg.PairCache) // as in clients
 	for i := range clients {
-		clients[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
+		clients[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1, Pairs: pairs,
 			Input: func(context.Context) ([]uint32, error) {
 				x := make([]uint32, r.Params.PaddedDim)
 				return x, EncodeDDGInput(x, inputs[i], r, rot)
@@ -371,12 +372,13 @@ func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAgg
 // secagg.Memory runs Workers of them at once.
 func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding, clip float64) []*secagg.ClientDriver {
 	out := make([]*secagg.ClientDriver, len(inputs))
-	// Each simulated client derives every key of its pairs from its own
-	// secrets, as a device does: nothing is cached across clients (the two
-	// ends of a pair each run their X25519 agreement). Workers: 1, since
-	// Memory already runs clients in parallel.
+	// The simulated clients share one secagg.PairCache: each pair's X25519
+	// agreement, which both ends would compute alike, runs once (no
+	// message changes). Workers: 1, since Memory already runs clients in
+	// parallel.
+	pairs := new(secagg.PairCache)
 	for i := range out {
-		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1,
+		out[i] = &secagg.ClientDriver{ID: secagg.ClientID(i + 1), Session: session, Workers: 1, Pairs: pairs,
 			Input: func(context.Context) ([]uint32, error) {
 				rng, err := dp.NewSecureRand()
 				if err != nil {

@@ -37,7 +37,8 @@ type Client struct {
 	session []byte
 	rnd     io.Reader
 	stage   clientStage
-	workers int // MaskedInput's key agreements and expansions (default 1)
+	workers int        // MaskedInput's key agreements and expansions (default 1)
+	pairs   *PairCache // in a simulation, the instance's shared agreements (nil: none)
 
 	encSK      x25519.Key   // c_u^SK
 	encPK      x25519.Key   // c_u^PK
@@ -166,7 +167,7 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	for i, v := range holders[:len(m.Neighbors)] {
 		pks[i] = (*x25519.Key)(nb[v].EncKey)
 	}
-	keys, bad := agreeBatch(&c.encSK, pks, c.session, infoShareEnc, c.workers)
+	keys, bad := c.agree(&c.encSK, &c.encPK, pks, infoShareEnc)
 	if bad >= 0 {
 		return ShareKeysMsg{}, peerErr(holders[bad], "invalid public key")
 	}
@@ -237,6 +238,16 @@ func (c *Client) maskInPlace(m MaskedInputRequest, y []uint32) (MaskedInputMsg, 
 	return MaskedInputMsg{From: c.id, Masked: y}, nil
 }
 
+// agree is agreeBatch with the client's secret key sk (whose public key
+// is pk) and its peers' keys pks, through the instance's PairCache when
+// the client is simulated with one.
+func (c *Client) agree(sk, pk *x25519.Key, pks []*x25519.Key, info string) ([][32]byte, int) {
+	if c.pairs != nil {
+		return c.pairs.agreeBatch(sk, pk, pks, c.session, info, c.workers)
+	}
+	return agreeBatch(sk, pks, c.session, info, c.workers)
+}
+
 // pairMasks agrees the pairwise mask key with every other owner in held
 // (the ladders batched and spread over c.workers goroutines, agreeBatch)
 // before anything touches the input, so that a bad key (a *PeerError
@@ -254,7 +265,7 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 	for k, v := range peers {
 		pks[k] = (*x25519.Key)(c.neighbors[v].MaskKey)
 	}
-	keys, bad := agreeBatch(&c.maskSK, pks, c.session, infoPairMask, c.workers)
+	keys, bad := c.agree(&c.maskSK, &c.maskPK, pks, infoPairMask)
 	if bad >= 0 {
 		return nil, peerErr(peers[bad], "invalid public key")
 	}

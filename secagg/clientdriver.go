@@ -53,6 +53,10 @@ type ClientDriver struct {
 	// work (training) overlaps the wait for the other clients, or else
 	// by the masked_input step.
 	Input func(ctx context.Context) ([]uint32, error)
+	// Pairs, in a simulation only, is the instance's PairCache shared by
+	// all its simulated clients, so that each pair's agreement runs once
+	// (nil, as on a device: the client computes every agreement).
+	Pairs *PairCache
 
 	client   *Client
 	input    []uint32
@@ -134,7 +138,7 @@ func (d *ClientDriver) advertise(ctx context.Context, t ClientTransport) error {
 	if err != nil {
 		return err
 	}
-	c.workers = d.Workers
+	c.workers, c.pairs = d.Workers, d.Pairs
 	if c.workers <= 0 {
 		c.workers = runtime.GOMAXPROCS(0)
 	}

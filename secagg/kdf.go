@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"slices"
 
 	"github.com/cloudflare/circl/dh/x25519"
 	"github.com/cloudflare/circl/group"
@@ -153,9 +154,20 @@ func agree(sk, pk *x25519.Key, session []byte, info string) ([32]byte, bool) {
 // the index of the first peer whose key is of low order (−1 if none), in
 // which case the keys are not to be used.
 func agreeBatch(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, workers int) ([][32]byte, int) {
+	keys, ok := agreeEach(sk, pks, session, info, workers)
+	if i := slices.Index(ok, false); i >= 0 {
+		return nil, i
+	}
+	return keys, -1
+}
+
+// agreeEach is agreeBatch reporting each agreement: keys[i] is agree(sk,
+// pks[i], session, info) where ok[i], and zero where pks[i] is of low
+// order.
+func agreeEach(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, workers int) ([][32]byte, []bool) {
 	n := len(pks)
 	if n == 0 {
-		return nil, -1
+		return nil, nil
 	}
 	shared, ok := make([]x25519.Key, n), make([]bool, n)
 	chunks := parallel.Workers(workers, (n+7)/8) // at least two lane groups each
@@ -168,12 +180,11 @@ func agreeBatch(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, 
 	keys := make([][32]byte, n)
 	kdf := newSessionKDF(session)
 	for i := range shared {
-		if !ok[i] {
-			return nil, i
+		if ok[i] {
+			keys[i] = kdf.key(shared[i][:], info)
 		}
-		keys[i] = kdf.key(shared[i][:], info)
 	}
-	return keys, -1
+	return keys, ok
 }
 
 // lowOrderPoints are the u-coordinates of the points of order dividing 8

@@ -106,7 +106,10 @@ func newExactSumTrial(rng *rand.Rand, trial, maxN int) exactSumTrial {
 // TestExactSum runs random instances (random n, graph, threshold, d and
 // dropout schedule) and checks the unmasked sum against the plaintext sum
 // of U3's inputs mod 2^32, bit for bit, and the reported survivors and
-// dropouts against the schedule. It also checks that the finished
+// dropouts against the schedule; every other trial's clients share a
+// PairCache, as simulated ones do (a dropped client's pairwise masks,
+// which the server rebuilds with uncached agreements, cancel only if the
+// cached keys are the true ones). It also checks that the finished
 // instances covered, on the complete and on a sparse graph, a client
 // dropping at each stage, so that fewer or smaller trials cannot quietly
 // prove less.
@@ -123,6 +126,13 @@ func TestExactSum(t *testing.T) {
 		cfg := ServerConfig{Session: fmt.Appendf(nil, "exact %d", trial), Dim: tr.d, DropoutRate: 0.1, Params: tr.params, Workers: 2}
 		h := newHarness(t, cfg, testInputs(rng, tr.n, tr.d), tr.drop)
 		name := fmt.Sprintf("trial %d: n=%d d=%d", trial, tr.n, tr.d)
+		if trial%2 == 1 {
+			pairs := new(PairCache)
+			for _, c := range h.mem.Clients {
+				c.Pairs = pairs
+			}
+			name += " (pair cache)"
+		}
 		if err := h.advertise(); err != nil {
 			t.Fatalf("%s: CloseAdvertiseKeys: %v", name, err)
 		}
