@@ -170,8 +170,12 @@ func agreeEach(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, w
 		return nil, nil
 	}
 	shared, ok := make([]x25519.Key, n), make([]bool, n)
-	chunks := parallel.Workers(workers, (n+7)/8) // at least two lane groups each
-	size := ((n+chunks-1)/chunks + 3) &^ 3
+	lanes := 4 // sharedBatch's lane group: whole groups per chunk
+	if hasLadder8 {
+		lanes = 8
+	}
+	chunks := parallel.Workers(workers, (n+2*lanes-1)/(2*lanes)) // at least two lane groups each
+	size := ((n+chunks-1)/chunks + lanes - 1) &^ (lanes - 1)
 	_ = parallel.For(context.Background(), workers, (n+size-1)/size, func(_, c int) error {
 		lo, hi := c*size, min(n, (c+1)*size)
 		sharedBatch(shared[lo:hi], ok[lo:hi], sk, pks[lo:hi])

@@ -21,10 +21,35 @@ func mustHex(t *testing.T, s string) x25519.Key {
 	return x25519.Key(b)
 }
 
+// forEachLadder runs f as a subtest on each batched ladder sharedBatch
+// can take on this machine: the eight-lane IFMA one (where hasLadder8)
+// and, with hasLadder8 turned off, the four-lane AVX2 one (or circl's
+// scalar ladder where there is none).
+func forEachLadder(t *testing.T, f func(t *testing.T)) {
+	saved := hasLadder8
+	defer func() { hasLadder8 = saved }()
+	for _, on := range []bool{true, false} {
+		if on && !saved {
+			continue
+		}
+		hasLadder8 = on
+		name := "ladder4"
+		if on {
+			name = "ladder8"
+		}
+		t.Run(name, f)
+	}
+}
+
 // TestSharedBatchRFC7748 checks the batch against the test vectors of
 // RFC 7748 (§5.2, the first scalar-multiplication vector; §6.1, both
-// sides of the Diffie-Hellman example), each in a batch with other points.
+// sides of the Diffie-Hellman example), each in a batch with other points,
+// on each ladder (forEachLadder).
 func TestSharedBatchRFC7748(t *testing.T) {
+	forEachLadder(t, testSharedBatchRFC7748)
+}
+
+func testSharedBatchRFC7748(t *testing.T) {
 	cases := []struct{ sk, pk, want string }{
 		{"a546e36bf0527c9d3b16154b82465edd62144c0ac1fc5a18506a2244ba449ac4",
 			"e6db6867583030db3594c1a424b15f7c726624ec26b3353b10a903a6d0ab1c4c",
@@ -56,9 +81,14 @@ func TestSharedBatchRFC7748(t *testing.T) {
 
 // TestSharedBatchMatchesCircl checks the batch against x25519.Shared, the
 // scalar reference, value and ok, for batch sizes 1 to 13 (full and
-// partial groups of four), random keys, the five low-order points circl
-// refuses, non-canonical encodings (u + p) and set top bits.
+// partial groups of four and eight), random keys, the five low-order
+// points circl refuses, non-canonical encodings (u + p) and set top bits,
+// on each ladder (forEachLadder).
 func TestSharedBatchMatchesCircl(t *testing.T) {
+	forEachLadder(t, testSharedBatchMatchesCircl)
+}
+
+func testSharedBatchMatchesCircl(t *testing.T) {
 	special := []string{
 		"0000000000000000000000000000000000000000000000000000000000000000",
 		"0100000000000000000000000000000000000000000000000000000000000000",
@@ -112,7 +142,10 @@ func TestSharedBatchMatchesCircl(t *testing.T) {
 }
 
 // BenchmarkSharedBatch is one client's agreements with k = 28 neighbours
-// (the demo's graph), batched and one by one.
+// (the demo's graph): batched on the default path ("batch": the eight-lane
+// IFMA ladder where hasLadder8), batched with hasLadder8 turned off
+// ("batch4": the four-lane AVX2 ladder; only where hasLadder8), and one
+// by one with circl ("circl"). It reports ns/agreement besides ns/op.
 func BenchmarkSharedBatch(b *testing.B) {
 	const k = 28
 	var sk x25519.Key
@@ -125,17 +158,32 @@ func BenchmarkSharedBatch(b *testing.B) {
 		x25519.KeyGen(pks[i], &s)
 	}
 	out, ok := make([]x25519.Key, k), make([]bool, k)
+	perAgreement := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/agreement")
+	}
 	b.Run("batch", func(b *testing.B) {
 		for b.Loop() {
 			sharedBatch(out, ok, &sk, pks)
 		}
+		perAgreement(b)
 	})
+	if hasLadder8 {
+		b.Run("batch4", func(b *testing.B) {
+			hasLadder8 = false
+			defer func() { hasLadder8 = true }()
+			for b.Loop() {
+				sharedBatch(out, ok, &sk, pks)
+			}
+			perAgreement(b)
+		})
+	}
 	b.Run("circl", func(b *testing.B) {
 		for b.Loop() {
 			for i, pk := range pks {
 				ok[i] = x25519.Shared(&out[i], &sk, pk)
 			}
 		}
+		perAgreement(b)
 	})
 }
 
