@@ -70,9 +70,9 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 	}
 }
 
-// addMaskVAES is addMask on the VAES kernel: whole chunks of 64 words
-// (16 AES blocks) in place, then the tail from one more chunk of
-// keystream.
+// addMaskVAES is addMask on the VAES kernels (ctrMask picks the 512- or
+// 256-bit one): whole chunks of 64 words (16 AES blocks) in place, then
+// the tail from one more chunk of keystream.
 func addMaskVAES(dst []uint32, key *[32]byte, sub bool) {
 	var rk [15][32]byte
 	aes256Expand(&rk, key)
@@ -82,11 +82,11 @@ func addMaskVAES(dst []uint32, key *[32]byte, sub bool) {
 	}
 	chunks := len(dst) / 64
 	if chunks > 0 {
-		ctrVAES(&dst[0], chunks, &rk, 0, mode)
+		ctrMask(&dst[0], chunks, &rk, 0, mode)
 	}
 	if rest := dst[64*chunks:]; len(rest) > 0 {
 		var ks [64]uint32
-		ctrVAES(&ks[0], 1, &rk, uint64(16*chunks), 2)
+		ctrMask(&ks[0], 1, &rk, uint64(16*chunks), 2)
 		if sub {
 			subWords(rest, ks[:])
 		} else {

@@ -13,11 +13,23 @@ import (
 
 // TestAddMaskMatchesStdlibCTR checks addMask against a plain
 // one-shot AES-256-CTR keystream read word by word, across chunk
-// boundaries and for a length that is not a multiple of the chunk.
-func TestAddMaskMatchesStdlibCTR(t *testing.T) { checkAddMask(t) }
+// boundaries and for a length that is not a multiple of the chunk, on
+// every kernel this machine runs (forEachPRGKernel).
+func TestAddMaskMatchesStdlibCTR(t *testing.T) { forEachPRGKernel(t, checkAddMask) }
+
+// forEachPRGKernel runs f as a subtest on each kernel of prgKernels,
+// selected with usePRGKernel.
+func forEachPRGKernel(t *testing.T, f func(t *testing.T)) {
+	for _, k := range prgKernels() {
+		t.Run(k, func(t *testing.T) {
+			defer usePRGKernel(k)()
+			f(t)
+		})
+	}
+}
 
 // checkAddMask is TestAddMaskMatchesStdlibCTR's check, run with whichever
-// kernel addMask picks on this machine.
+// kernel addMask picks.
 func checkAddMask(t *testing.T) {
 	t.Helper()
 	var key [32]byte
@@ -25,7 +37,7 @@ func checkAddMask(t *testing.T) {
 		key[i] = byte(3*i + 1)
 	}
 	rng := mrand.New(mrand.NewPCG(21, 22))
-	for trial, d := range []int{0, 1, 7, 63, 64, 65, 127, 128, 7850, prgChunk/4 - 1, prgChunk / 4, prgChunk/4 + 1, 3*prgChunk/4 + 5} {
+	for trial, d := range []int{0, 1, 7, 63, 64, 65, 127, 128, 191, 192, 193, 255, 256, 257, 449, 7850, prgChunk/4 - 1, prgChunk / 4, prgChunk/4 + 1, 3*prgChunk/4 + 5} {
 		if trial%2 == 1 { // other keys: the round keys are derived per key
 			for i := range key {
 				key[i] = byte(rng.Uint32())
@@ -55,19 +67,40 @@ func checkAddMask(t *testing.T) {
 	}
 }
 
+// maskBenchDims are the vector lengths of the mask benchmarks, in words:
+// the logistic-regression model of the demo (7,850) and larger ones.
+var maskBenchDims = []int{7850, 100_000, 1_000_000}
+
 // BenchmarkMaskExpansion measures addMask's throughput in bytes of mask
-// per second.
+// per second, on the kernel addMask picks on this machine.
 func BenchmarkMaskExpansion(b *testing.B) {
+	for _, d := range maskBenchDims {
+		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) { benchAddMask(b, d) })
+	}
+}
+
+// BenchmarkMaskExpansionKernel is BenchmarkMaskExpansion on each kernel of
+// prgKernels, so that they can be compared on one machine.
+func BenchmarkMaskExpansionKernel(b *testing.B) {
+	for _, k := range prgKernels() {
+		for _, d := range maskBenchDims {
+			b.Run(fmt.Sprintf("%s/d=%d", k, d), func(b *testing.B) {
+				defer usePRGKernel(k)()
+				benchAddMask(b, d)
+			})
+		}
+	}
+}
+
+// benchAddMask adds the mask of a fixed key into a vector of d words, b.N
+// times.
+func benchAddMask(b *testing.B, d int) {
 	var key [32]byte
-	for _, d := range []int{100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("d=%d", d), func(b *testing.B) {
-			dst := make([]uint32, d)
-			var buf prgBuf
-			b.SetBytes(int64(4 * d))
-			for b.Loop() {
-				addMask(dst, &key, false, &buf)
-			}
-		})
+	dst := make([]uint32, d)
+	var buf prgBuf
+	b.SetBytes(int64(4 * d))
+	for b.Loop() {
+		addMask(dst, &key, false, &buf)
 	}
 }
 

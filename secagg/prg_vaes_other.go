@@ -6,4 +6,5 @@ const hasVAES = false
 
 func aes256Expand(*[15][32]byte, *[32]byte) { panic("secagg: no VAES") }
 
-func ctrVAES(*uint32, int, *[15][32]byte, uint64, int) { panic("secagg: no VAES") }
+// ctrMask is never called where hasVAES is false.
+func ctrMask(*uint32, int, *[15][32]byte, uint64, int) { panic("secagg: no VAES") }
