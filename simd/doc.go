@@ -23,7 +23,7 @@
 // by sgemm512_gen.go) and AVX2 + FMA (sgemm_amd64.go,
 // sgemm_kernel_amd64.s). So `go build` and `go test` work with and
 // without GOEXPERIMENT=simd, both builds run the same SGEMM (but for NT
-// with few rows on the avx2 path), and the simd build is the fast one for
+// with ≤ 20 rows and k < 16 on the avx2 path), and the simd build is the fast one for
 // the vector kernels (docs/performance.md, "Builds and kernel paths"). Element-wise kernels
 // are bit-identical on every path; reductions and Gemm stay within the
 // error bounds their doc comments state.
@@ -32,9 +32,10 @@
 //
 //	path     Gemm, both builds                 vector kernels, simd build   plain build
 //	avx512   sgemm512 (AVX-512F assembly)      archsimd 512-bit             generic loops
-//	avx2     sgemmAsm (AVX2+FMA assembly);     archsimd 256-bit             generic loops
-//	         simd build: NT with ≤ 20 rows
-//	         on gemmAVX2 (archsimd)
+//	avx2     sgemmAsm (AVX2+FMA assembly;      archsimd 256-bit             generic loops
+//	         NT with few rows as dot products,
+//	         sgemmNT); simd build: NT with
+//	         ≤ 20 rows and k < 16 on gemmAVX2
 //	generic  gonum                             generic loops                generic loops
 //
 // TT products (not used in training) go to gonum on every path. In the

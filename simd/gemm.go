@@ -35,12 +35,20 @@ import (
 // under KVM, ≈70% of its ≈110 GFLOP/s FMA peak; docs/performance.md), in
 // both builds, with the same NaN behaviour, per element error ≤
 // γ_{k+nb}·Σ|alpha·a·b| + γ_{nb}·|beta·c| for nb = ⌈k/256⌉ k blocks, and a
-// ≈280 KiB workspace from a sync.Pool per call. In the GOEXPERIMENT=simd
-// build, NT with at most 20 rows and more than 16 columns (the dense
-// layers' forward pass at batch 20) stays on the archsimd kernel of
+// ≈280 KiB workspace from a sync.Pool per call; but for NT with at most 64
+// rows and at least 64 k steps (16 with at most 20 rows: the dense layers'
+// forward pass), which runs in both builds as dot products along k on
+// the AVX2 assembly kernel of sgemm_nt_amd64.go and sgemm_nt_amd64.s (2×4
+// tiles in eight YMM accumulators, A and B read in place, nothing packed
+// and no workspace; ≈85–90 GFLOP/s at 20×200×784 and 20×200×200 on one
+// Zen 5 core, ≈65% of its AVX2 FMA peak; per element error ≤
+// γ_{min(k,⌈kc/8⌉+3)+nb+1}·Σ|alpha·a·b| + γ_{nb}·|beta·c| for nb =
+// ⌈k/512⌉ k blocks of kc steps, the same NaN behaviour). In the
+// GOEXPERIMENT=simd build, the remaining NT products with at most 20 rows
+// and more than 16 columns (k < 16) stay on the archsimd kernel of
 // gemm_avx2_amd64_simd.go (5×16 tiles over packed panels, whose 8×8
-// transposes pack Bᵀ faster; ≈50 GFLOP/s there; error ≤ γ_{k+1}·Σ|a·b|
-// plus ⌈k/96⌉+1 roundings of beta·C; ≈460 KiB pooled buffer). Otherwise
+// transposes pack Bᵀ faster; error ≤ γ_{k+1}·Σ|a·b| plus ⌈k/96⌉+1
+// roundings of beta·C; ≈460 KiB pooled buffer). Otherwise
 // (a CPU without AVX2 and FMA, DPFL_SIMD=generic, TT) the products are
 // delegated to gonum's Sgemm
 // (gonum.org/v1/gonum/blas/gonum, SSE assembly inner loops, ≈8–25

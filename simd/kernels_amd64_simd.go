@@ -135,9 +135,10 @@ func gemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int,
 	if hasAVX2 {
 		if transB && !transA && m <= 4*sgemmMR && n > sgemmNR {
 			// NT with few rows (the dense layers' forward pass at batch
-			// 20): the assembly kernel must transpose all of B into
-			// panels, which costs about as much as the product there;
-			// the archsimd kernel's 8×8 transposes pack it faster
+			// 20): gemmAVX2 hands those with enough k steps to the
+			// assembly dot-product kernel (sgemmNT, B read in place);
+			// the rest (k < 16) it packs with archsimd's 8×8
+			// transposes, faster than the assembly kernel's panels
 			// (docs/performance.md).
 			gemmAVX2(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		} else if transA && transB {

@@ -70,9 +70,21 @@ type sgemmBuf struct {
 var sgemmBufs = sync.Pool{New: func() any { return new(sgemmBuf) }}
 
 // sgemmAsm computes C = alpha·op(A)·op(B) + beta·C for validated arguments
-// with m, n, k > 0, alpha ≠ 0 and not both transposed (see the file
-// comment); it needs cpuAsmGemm.
+// with m, n, k > 0, alpha ≠ 0 and not both transposed; it needs
+// cpuAsmGemm. NT products with few rows and enough k steps (useSgemmNT)
+// run as dot products on sgemmNT (sgemm_nt_amd64.go), all others on
+// sgemmPacked.
 func sgemmAsm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if transB && !transA && useSgemmNT(m, k) {
+		sgemmNT(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	sgemmPacked(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmPacked is sgemmAsm on sgemmKernel5x16 (see the file comment), for
+// any shape sgemmAsm accepts.
+func sgemmPacked(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	g := sgemm{transA: transA, transB: transB, m: m, n: n, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc, alpha: alpha}
 	g.buf = sgemmBufs.Get().(*sgemmBuf)
 	nb := (k + sgemmKC - 1) / sgemmKC
