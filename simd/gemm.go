@@ -30,9 +30,13 @@ import (
 // same NaN behaviour. On a CPU with AVX2 and FMA but not AVX-512 (or with
 // DPFL_SIMD=avx2) they run on the AVX2 + FMA assembly kernel of
 // sgemm_amd64.go and sgemm_kernel_amd64.s (5×16 tiles of C, one VFMADD231PS
-// per accumulator and step, operands read in place but for Bᵀ; ≈75–82
-// GFLOP/s at the MLP's NN/TN and the CNN's large shapes on one Zen 3 core
-// under KVM, ≈70% of its ≈110 GFLOP/s FMA peak; docs/performance.md), in
+// per accumulator and step, operands read in place but for Bᵀ and a B
+// whose rows alias in L1, e.g. 9216 floats apart, which are copied; the
+// last columns under lane masks; ≈85–98 GFLOP/s at the CNN's fc1 weight
+// and input gradients on one Zen 5 core, ≈65–70% of its AVX2 FMA peak;
+// ≈75–82 GFLOP/s at the MLP's NN/TN and the CNN's large shapes on one Zen
+// 3 core under KVM, ≈70% of its ≈110 GFLOP/s FMA peak;
+// docs/performance.md), in
 // both builds, with the same NaN behaviour, per element error ≤
 // γ_{k+nb}·Σ|alpha·a·b| + γ_{nb}·|beta·c| for nb = ⌈k/256⌉ k blocks, and a
 // ≈280 KiB workspace from a sync.Pool per call; but for NT with at most 64
