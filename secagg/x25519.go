@@ -77,6 +77,7 @@ func sharedBatch(out []x25519.Key, ok []bool, sk *x25519.Key, pks []*x25519.Key)
 		return
 	}
 	var st ladder4
+	masks, final := ladderMasks(&k)
 	for g := 0; g < len(pks); g += 4 {
 		for l := range 4 {
 			// Lanes past the end repeat the group's first point.
@@ -92,21 +93,34 @@ func sharedBatch(out []x25519.Key, ok []bool, sk *x25519.Key, pks []*x25519.Key)
 			}
 			st.x2[0][l], st.z3[0][l] = 1, 1
 		}
-		swap := uint64(0)
-		for s := 254; s >= 0; s-- {
-			bit := uint64(k[s/8]>>(s%8)) & 1
-			ladderStep4(&st, -(swap ^ bit))
-			swap = bit
+		for _, m := range masks {
+			ladderStep4(&st, m)
 		}
-		// The clamped scalar's low bit is 0, so swap is 0 here; the
-		// final swap of RFC 7748 is kept for form.
-		ladderStep4Swap(&st, -swap)
+		ladderStep4Swap(&st, final)
 		for l := 0; l < 4 && g+l < len(pks); l++ {
 			xs[g+l] = eltFromLimbs(&st.x2, l)
 			zs[g+l] = eltFromLimbs(&st.z2, l)
 		}
 	}
 	toAffineBatch(out, ok, xs, zs)
+}
+
+// ladderMasks returns the swap masks (all ones or zero) of the 255 steps
+// of the Montgomery ladder over the clamped scalar k, RFC 7748, §5: bits
+// 254 down to 0, each step swapping when its bit differs from the last
+// one, and the mask of the swap that ends the ladder (zero, as the
+// clamped scalar's low bit is 0; kept for form). They depend on k alone,
+// so a batch computes them once for all its lane groups; computing them
+// is branch-free.
+func ladderMasks(k *x25519.Key) (steps [255]uint64, final uint64) {
+	swap := uint64(0)
+	for i := range steps {
+		s := 254 - i
+		bit := uint64(k[s/8]>>(s%8)) & 1
+		steps[i] = -(swap ^ bit)
+		swap = bit
+	}
+	return steps, -swap
 }
 
 // ladderStep4Swap is the conditional swap that ends a ladder.

@@ -121,6 +121,7 @@ func newLadder8() *ladder8 {
 // in k: the swap masks are its only use.
 func ladder8Batch(xs, zs []fp.Elt, k *x25519.Key, pks []*x25519.Key) {
 	st := newLadder8()
+	masks, final := ladderMasks(k)
 	for g := 0; g < len(pks); g += 8 {
 		for l := range 8 {
 			pk := pks[g]
@@ -135,16 +136,11 @@ func ladder8Batch(xs, zs []fp.Elt, k *x25519.Key, pks []*x25519.Key) {
 			}
 			st.x2[0][l], st.z3[0][l] = 1, 1
 		}
-		swap := uint64(0)
-		for s := 254; s >= 0; s-- {
-			bit := uint64(k[s/8]>>(s%8)) & 1
-			ladderStep8(st, -(swap ^ bit))
-			swap = bit
+		for _, m := range masks {
+			ladderStep8(st, m)
 		}
-		// The clamped scalar's low bit is 0, so swap is 0 here; the
-		// final swap of RFC 7748 is kept for form.
-		fe8CSwap(&st.x2, &st.x3, -swap)
-		fe8CSwap(&st.z2, &st.z3, -swap)
+		fe8CSwap(&st.x2, &st.x3, final)
+		fe8CSwap(&st.z2, &st.z3, final)
 		for l := 0; l < 8 && g+l < len(pks); l++ {
 			xs[g+l] = eltFromLimbs51(&st.x2, l)
 			zs[g+l] = eltFromLimbs51(&st.z2, l)
