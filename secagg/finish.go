@@ -291,7 +291,7 @@ func expandInto(dst []uint32, tasks []maskTask, workers int) {
 		if parts[w] == nil {
 			parts[w] = make([]uint32, len(dst))
 		}
-		if bufs[w] == nil {
+		if bufs[w] == nil && addMaskNeedsBuf() {
 			bufs[w] = new(prgBuf)
 		}
 		addMask(parts[w], &tasks[k].key, tasks[k].sub, bufs[w])

@@ -31,9 +31,10 @@ type prgBuf [prgChunk]byte
 // with an all-zero IV, read as little-endian uint32 words; the zero IV is
 // safe because every key is used for exactly one stream: keys are derived
 // per instance (the HKDF salt is the session) and per purpose (the HKDF
-// info string). buf is scratch space; dst and buf must not overlap.
+// info string). buf is scratch space (unused, and may be nil, where
+// addMaskNeedsBuf is false); dst and buf must not overlap.
 func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
-	if hasVAES && littleEndian {
+	if !addMaskNeedsBuf() {
 		addMaskVAES(dst, key, sub)
 		return
 	}
@@ -69,6 +70,11 @@ func addMask(dst []uint32, key *[32]byte, sub bool, buf *prgBuf) {
 		dst = dst[n:]
 	}
 }
+
+// addMaskNeedsBuf reports whether addMask uses its scratch buffer: not on
+// the VAES kernels, which add the keystream in place, so that callers
+// need not allocate (and zero) 16 KiB for nothing.
+func addMaskNeedsBuf() bool { return !(hasVAES && littleEndian) }
 
 // addMaskVAES is addMask on the VAES kernels (ctrMask picks the 512- or
 // 256-bit one): whole chunks of 64 words (16 AES blocks) in place, then
