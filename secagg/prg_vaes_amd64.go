@@ -1,10 +1,6 @@
 package secagg
 
-import (
-	"os"
-
-	"golang.org/x/sys/cpu"
-)
+import "golang.org/x/sys/cpu"
 
 // hasVAES reports whether addMask runs the VAES kernel (prg_amd64.s):
 // AES-256-CTR on 256-bit registers, two blocks per instruction (twice the
@@ -20,10 +16,9 @@ var hasVAES = cpu.X86.HasAVX2 && cpu.X86.HasAES && cpuid7ecx()&(1<<9) != 0
 var cpuVAES512 = hasVAES && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VAES
 
 // hasVAES512 selects ctrVAES512 over ctrVAES in ctrMask: where the CPU
-// has it, unless DPFL_SIMD, read once at initialisation, is "avx2" or
-// "generic" (ladder8Allowed, the rule the X25519 ladder follows). Tests
-// turn it off to check both kernels.
-var hasVAES512 = cpuVAES512 && ladder8Allowed(os.Getenv("DPFL_SIMD"))
+// has it and package simd runs its AVX-512 path (avx512Path, the rule the
+// X25519 ladder follows). Tests turn it off to check both kernels.
+var hasVAES512 = cpuVAES512 && avx512Path
 
 // cpuid7ecx is ECX of CPUID leaf 7, subleaf 0.
 func cpuid7ecx() uint32

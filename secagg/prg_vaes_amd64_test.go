@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	mrand "math/rand/v2"
-	"os"
 	"testing"
 )
 
@@ -41,14 +40,6 @@ func usePRGKernel(name string) (restore func()) {
 		panic("secagg: unknown PRG kernel " + name)
 	}
 	return restore
-}
-
-// TestVAES512Selection checks that DPFL_SIMD=avx2 or generic keeps
-// ctrVAES512 off, and that it is only on where the CPU has it.
-func TestVAES512Selection(t *testing.T) {
-	if hasVAES512 && (!cpuVAES512 || !ladder8Allowed(os.Getenv("DPFL_SIMD"))) {
-		t.Fatalf("hasVAES512 on with cpuVAES512=%v, DPFL_SIMD=%q", cpuVAES512, os.Getenv("DPFL_SIMD"))
-	}
 }
 
 // TestCtrVAESKernels checks ctrVAES and ctrVAES512 (where the CPU has
