@@ -63,13 +63,42 @@ func TestSgemmPacked(t *testing.T) {
 	}
 }
 
-// checkSgemmPacked runs sgemmPacked on random matrices with NaN padding
-// past each row (ldb as given, or n + 3 for B and k or m + 2 for A), C
-// with 3 extra elements per row and a guard row, and checks C against
-// refGemm within Gemm's documented bound γ_{k+nb}·Σ|alpha·a·b| +
-// γ_{nb}·|beta·c| (nb k blocks; γ_{k+nb+1} on the sum of both here), the
-// padding and the guard row for changes. It returns sgemmPackB's choice.
+// checkSgemmPacked runs sgemmPacked (checkPadded) with lda = k or m + 2
+// for A and ldb as given, or n + 3, for B, and C with 3 extra elements per
+// row, within Gemm's documented bound γ_{k+nb}·Σ|alpha·a·b| +
+// γ_{nb}·|beta·c| (nb k blocks; γ_{k+nb+1} on the sum of both here). It
+// returns sgemmPackB's choice.
 func checkSgemmPacked(t *testing.T, rng *rand.Rand, tA, tB bool, m, n, k, ldb int, alpha, beta float32) [2]bool {
+	t.Helper()
+	colsA, colsB := k, n
+	if tA {
+		colsA = m
+	}
+	if tB {
+		colsB = k
+	}
+	lda, ldc := colsA+2, n+3
+	if ldb == 0 {
+		ldb = colsB + 3
+	}
+	nb := (k + sgemmKC - 1) / sgemmKC
+	name := fmt.Sprintf("sgemmPacked tA=%v tB=%v", tA, tB)
+	checkPadded(t, rng, name, tA, tB, m, n, k, lda, ldb, ldc, alpha, beta, gamma(k+nb+1), func(a, b, c []float32) {
+		sgemmPacked(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	})
+	packB, cols := sgemmPackB(tB, m, ldb, (k+nb-1)/nb)
+	return [2]bool{packB, cols}
+}
+
+// checkPadded checks one assembly kernel run, kern(a, b, c), of C =
+// alpha·op(A)·op(B) + beta·C on random op(A) m×k and op(B) k×n stored with
+// leading dimensions lda and ldb whose padding is NaN (so an element read
+// outside the matrices shows), the last row of each ending at its last
+// element, and C with ldc (c is its m rows, the last ending at element n)
+// followed by a guard row; C is NaN when beta = 0, which must not be
+// read. C must match refGemm within tol·Σ|alpha·a·b|, and its padding and
+// the guard row must stay untouched.
+func checkPadded(t *testing.T, rng *rand.Rand, name string, tA, tB bool, m, n, k, lda, ldb, ldc int, alpha, beta float32, tol float64, kern func(a, b, c []float32)) {
 	t.Helper()
 	nan := float32(math.NaN())
 	rowsA, colsA := m, k
@@ -79,10 +108,6 @@ func checkSgemmPacked(t *testing.T, rng *rand.Rand, tA, tB bool, m, n, k, ldb in
 	rowsB, colsB := k, n
 	if tB {
 		rowsB, colsB = n, k
-	}
-	lda, ldc := colsA+2, n+3
-	if ldb == 0 {
-		ldb = colsB + 3
 	}
 	fill := func(rows, cols, ld int) []float32 {
 		x := make([]float32, rows*ld)
@@ -105,10 +130,8 @@ func checkSgemmPacked(t *testing.T, rng *rand.Rand, tA, tB bool, m, n, k, ldb in
 	}
 	want, abs := refGemm(tA, tB, m, n, k, float64(alpha), a, lda, b, ldb, float64(beta), c, ldc)
 	orig := append([]float32(nil), c...)
-	sgemmPacked(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c[:(m-1)*ldc+n], ldc)
-	nb := (k + sgemmKC - 1) / sgemmKC
-	tol := gamma(k + nb + 1)
-	name := fmt.Sprintf("tA=%v tB=%v m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%v beta=%v", tA, tB, m, n, k, lda, ldb, ldc, alpha, beta)
+	kern(a, b, c[:(m-1)*ldc+n])
+	name += fmt.Sprintf(" m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%v beta=%v", m, n, k, lda, ldb, ldc, alpha, beta)
 	for i := range m + 1 {
 		for j := range ldc {
 			got := c[i*ldc+j]
@@ -124,8 +147,6 @@ func checkSgemmPacked(t *testing.T, rng *rand.Rand, tA, tB bool, m, n, k, ldb in
 			}
 		}
 	}
-	packB, cols := sgemmPackB(tB, m, ldb, (k+nb-1)/nb)
-	return [2]bool{packB, cols}
 }
 
 // TestSgemmPackedNonFinite checks that zeros of A are not skipped (0·Inf

@@ -51,60 +51,17 @@ func TestSgemmNTBlocks(t *testing.T) {
 	}
 }
 
-// checkSgemmNT runs sgemmNT on random m×k A and n×k B with pad NaNs past
-// each row and C with pad extra elements per row, and checks C, its
-// padding and the row after it.
+// checkSgemmNT runs sgemmNT (checkPadded) on m×k A and n×k B with pad
+// NaNs past each row and C with pad extra elements per row, within the
+// kernel's bound γ_{min(kc,⌈kc/8⌉+3)+nb+1}.
 func checkSgemmNT(t *testing.T, rng *rand.Rand, m, n, k, pad int, alpha, beta float32) {
 	t.Helper()
-	nan := float32(math.NaN())
 	lda, ldb, ldc := k+pad, k+pad, n+pad
-	fill := func(rows, cols, ld int) []float32 {
-		x := make([]float32, rows*ld)
-		for i := range x {
-			x[i] = nan
-		}
-		for i := range rows {
-			for j := range cols {
-				x[i*ld+j] = float32(rng.NormFloat64())
-			}
-		}
-		return x[:(rows-1)*ld+cols] // the last row ends at its last element
-	}
-	a, b := fill(m, k, lda), fill(n, k, ldb)
-	// One guard row past C's m rows, which must stay untouched too.
-	c := randVec(rng, (m+1)*ldc)
-	if beta == 0 {
-		for i := range c {
-			c[i] = nan
-		}
-	}
-	want, abs := refGemm(false, true, m, n, k, float64(alpha), a, lda, b, ldb, float64(beta), c, ldc)
-	orig := append([]float32(nil), c...)
-	sgemmNT(m, n, k, alpha, a, lda, b, ldb, beta, c[:m*ldc], ldc)
-	for j := range ldc {
-		if math.Float32bits(c[m*ldc+j]) != math.Float32bits(orig[m*ldc+j]) {
-			t.Fatalf("m=%d n=%d k=%d: C[%d,%d] past the last row changed", m, n, k, m, j)
-		}
-	}
 	nb := (k + sgemmNTKC - 1) / sgemmNTKC
 	kc := (k + nb - 1) / nb
-	tol := gamma(min(kc, (kc+7)/8+3) + nb + 1)
-	name := fmt.Sprintf("m=%d n=%d k=%d lda=%d ldb=%d ldc=%d alpha=%v beta=%v", m, n, k, lda, ldb, ldc, alpha, beta)
-	for i := range m {
-		for j := range ldc {
-			got := c[i*ldc+j]
-			if j >= n {
-				if math.Float32bits(got) != math.Float32bits(orig[i*ldc+j]) {
-					t.Fatalf("%s: padding C[%d,%d] changed", name, i, j)
-				}
-				continue
-			}
-			w := want[i*n+j]
-			if !(math.Abs(float64(got)-w) <= tol*abs[i*n+j]+1e-30) {
-				t.Fatalf("%s: C[%d,%d] = %v, want %v (tol %g)", name, i, j, got, w, tol*abs[i*n+j])
-			}
-		}
-	}
+	checkPadded(t, rng, "sgemmNT", false, true, m, n, k, lda, ldb, ldc, alpha, beta, gamma(min(kc, (kc+7)/8+3)+nb+1), func(a, b, c []float32) {
+		sgemmNT(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	})
 }
 
 // TestSgemmNTNonFinite checks that an infinity in A or B gives an
