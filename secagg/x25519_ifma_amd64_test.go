@@ -62,7 +62,7 @@ func modP(v *big.Int) *big.Int { return new(big.Int).Mod(v, fieldP) }
 // modulo p = 2^255 − 19, with operands drawn up to the bounds each
 // accepts (and at them), and the bounds of the results.
 func TestFE8Arithmetic(t *testing.T) {
-	if !hasLadder8 {
+	if !cpuLadder8 {
 		t.Skip("no IFMA ladder on this machine")
 	}
 	rng := mrand.New(mrand.NewPCG(43, 44))
@@ -158,7 +158,7 @@ func ladderStep8Ref(s *ladder8, mask uint64) {
 // reduced), both swap masks, and that the results are the RFC 7748, §5
 // formulas modulo p.
 func TestLadderStep8MatchesOps(t *testing.T) {
-	if !hasLadder8 {
+	if !cpuLadder8 {
 		t.Skip("no IFMA ladder on this machine")
 	}
 	rng := mrand.New(mrand.NewPCG(45, 46))
@@ -224,7 +224,7 @@ func sharedBatch8(out []x25519.Key, ok []bool, sk *x25519.Key, pks []*x25519.Key
 // p − 1, p, p + 1, 2^255 − 1 and other non-canonical u ≥ p, set top bits,
 // the low-order points (lowOrderPoints) and their encodings u + p.
 func TestLadder8MatchesCircl(t *testing.T) {
-	if !hasLadder8 {
+	if !cpuLadder8 {
 		t.Skip("no IFMA ladder on this machine")
 	}
 	var pool []x25519.Key
@@ -295,7 +295,7 @@ func TestLadder8MatchesCircl(t *testing.T) {
 // u), k after 1 and 1,000 iterations (batches of one: each depends on the
 // last).
 func TestLadder8RFC7748(t *testing.T) {
-	if !hasLadder8 {
+	if !cpuLadder8 {
 		t.Skip("no IFMA ladder on this machine")
 	}
 	for _, c := range []struct{ k, u, want string }{
@@ -335,7 +335,7 @@ func TestLadder8RFC7748(t *testing.T) {
 // BenchmarkLadderStep8 is one step of eight ladders (ladderStep8); a
 // batch of k agreements costs about 255·k/8 of them.
 func BenchmarkLadderStep8(b *testing.B) {
-	if !hasLadder8 {
+	if !cpuLadder8 {
 		b.Skip("no IFMA ladder on this machine")
 	}
 	st := newLadder8()

@@ -11,6 +11,9 @@ import (
 // amd64 only. It is a variable, as on amd64, so that tests can set it.
 var hasLadder8 = false
 
+// cpuLadder8 is false: no CPU here runs the IFMA ladder.
+const cpuLadder8 = false
+
 // ladder8Batch is never called where hasLadder8 is false.
 func ladder8Batch(xs, zs []fp.Elt, k *x25519.Key, pks []*x25519.Key) {
 	panic("secagg: no IFMA ladder")

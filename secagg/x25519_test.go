@@ -22,14 +22,14 @@ func mustHex(t *testing.T, s string) x25519.Key {
 }
 
 // forEachLadder runs f as a subtest on each batched ladder sharedBatch
-// can take on this machine: the eight-lane IFMA one (where hasLadder8)
-// and, with hasLadder8 turned off, the four-lane AVX2 one (or circl's
-// scalar ladder where there is none).
+// can take on this machine: the eight-lane IFMA one (where the CPU has
+// it, whatever DPFL_SIMD says) and, with hasLadder8 turned off, the
+// four-lane AVX2 one (or circl's scalar ladder where there is none).
 func forEachLadder(t *testing.T, f func(t *testing.T)) {
 	saved := hasLadder8
 	defer func() { hasLadder8 = saved }()
 	for _, on := range []bool{true, false} {
-		if on && !saved {
+		if on && !cpuLadder8 {
 			continue
 		}
 		hasLadder8 = on
