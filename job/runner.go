@@ -402,6 +402,18 @@ func (m *Manager) Cancel(id string) (storage.Job, error) {
 	} else {
 		r.cancel(errCancelledByUser)
 		<-r.done
+		// The run writes cancelled through its leader's fence; if the
+		// term lapsed first, that write was refused and the next leader
+		// would resume the job. The cancel is the user's, not the
+		// leader's: write it as for a job not running here.
+		if j, err = m.db.Job(id); err != nil {
+			return j, err
+		}
+		if !m.withTerminal(j).State.Terminal() {
+			if err := m.db.SetJobState(id, storage.StateCancelled, "cancelled by user"); err != nil {
+				return j, err
+			}
+		}
 	}
 	j, err = m.db.Job(id)
 	return m.withTerminal(j), err
