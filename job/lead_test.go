@@ -144,8 +144,7 @@ func TestLeaderFailoverFencesTheStaleLeader(t *testing.T) {
 			t.Errorf("ledger out of round order: %+v after %+v", e, ledger[i-1])
 		}
 	}
-	// The epoch of b's term is later than a's: GET shows no leader for
-	// the ended job.
+	// GET shows no leader for an ended job.
 	if st.Leader != nil {
 		t.Errorf("an ended job shows leader %+v", st.Leader)
 	}

@@ -123,7 +123,7 @@ func TestFollowerAnswersParticipateFromItsWatch(t *testing.T) {
 				m0.Resume()
 				t.Fatalf("poll with etcd paused: %+v, %v", st, err)
 			}
-			if got, err := r.m.AuthenticateDevice(id, cred); r == b && (err != nil || got != dev) {
+			if got, err := r.m.AuthenticateDevice(id, cred); err != nil || got != dev {
 				m0.Resume()
 				t.Fatalf("authentication with etcd paused: %q, %v", got, err)
 			}
