@@ -53,7 +53,7 @@ func (m *Manager) runJob(ctx context.Context, db *storage.DB, j storage.Job, spe
 	if err == nil {
 		err = jr.rounds()
 	}
-	return ending(ctx, m.log, j.ID, spec, err)
+	return ending(ctx, m.log, j.ID, spec, err, m.lead != nil)
 }
 
 // rounds runs the job's remaining rounds (the loop above).
@@ -91,9 +91,11 @@ func (jr *jobRun) rounds() error {
 // it with the error as its message. A write the store could not make or
 // settle (storage.ErrUnavailable: etcd unreachable) or that its fence
 // refused (storage.ErrFenced: another replica leads the job now) also
-// leaves the job to resume: its leader, this replica or another, runs it
-// again from its last committed round once the store answers (lead.go).
-func ending(ctx context.Context, log *slog.Logger, id string, spec types.Spec, err error) (storage.JobState, string) {
+// leaves the job to resume when led (the manager runs under Leadership):
+// its leader, this replica or another, runs it again from its last
+// committed round once the store answers (lead.go). Without Leadership
+// nothing would resume it before a restart, so such an error fails it.
+func ending(ctx context.Context, log *slog.Logger, id string, spec types.Spec, err error, led bool) (storage.JobState, string) {
 	var end *jobEnd
 	switch {
 	case err == nil:
@@ -103,7 +105,7 @@ func ending(ctx context.Context, log *slog.Logger, id string, spec types.Spec, e
 			return storage.StateCancelled, "cancelled by user"
 		}
 		return "", ""
-	case errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrFenced) || errors.Is(context.Cause(ctx), errLeadershipLost):
+	case led && (errors.Is(err, storage.ErrUnavailable) || errors.Is(err, storage.ErrFenced) || errors.Is(context.Cause(ctx), errLeadershipLost)):
 		log.Warn("job stopped, to resume", "job", id, "err", err.Error())
 		return "", ""
 	case errors.As(err, &end):
