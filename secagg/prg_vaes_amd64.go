@@ -16,8 +16,8 @@ var hasVAES = cpu.X86.HasAVX2 && cpu.X86.HasAES && cpuid7ecx()&(1<<9) != 0
 var cpuVAES512 = hasVAES && cpu.X86.HasAVX512F && cpu.X86.HasAVX512BW && cpu.X86.HasAVX512VAES
 
 // hasVAES512 selects ctrVAES512 over ctrVAES in ctrMask: where the CPU
-// has it and package simd runs its AVX-512 path (avx512Path, the rule the
-// X25519 ladder follows). Tests turn it off to check both kernels.
+// has it and DPFL_SIMD allows AVX-512 (avx512Path, the rule the X25519
+// ladder follows). Tests turn it off to check both kernels.
 var hasVAES512 = cpuVAES512 && avx512Path
 
 // cpuid7ecx is ECX of CPUID leaf 7, subleaf 0.

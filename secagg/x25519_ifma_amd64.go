@@ -3,13 +3,12 @@ package secagg
 import (
 	"encoding/binary"
 	"math/bits"
+	"os"
 	"unsafe"
 
 	"github.com/cloudflare/circl/dh/x25519"
 	fp "github.com/cloudflare/circl/math/fp25519"
 	"golang.org/x/sys/cpu"
-
-	"github.com/dpfl/dpfl/simd"
 )
 
 //go:generate go run gen_fe8.go
@@ -91,17 +90,21 @@ func ladderStep8(s *ladder8, mask uint64)
 var cpuLadder8 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ && cpu.X86.HasAVX512IFMA
 
 // hasLadder8 selects the eight-lane IFMA ladder in sharedBatch: where the
-// CPU has it and package simd runs its AVX-512 path (avx512Path); the
+// CPU has it and DPFL_SIMD allows AVX-512 (avx512Path); the
 // four-lane AVX2 ladder runs otherwise. Tests turn it off to check both
 // paths.
 var hasLadder8 = cpuLadder8 && avx512Path
 
-// avx512Path reports whether package simd chose its AVX-512 kernels
-// (simd.Path, which reads DPFL_SIMD once, warns about values it does not
-// know, and gives "avx2" or "generic" when that variable asks for them),
-// so that DPFL_SIMD=avx2 or generic turns secagg's AVX-512 kernels off
-// too, and one setting picks the path of every package.
-var avx512Path = simd.Path() == "avx512"
+// avx512Path reports whether DPFL_SIMD, read once at initialisation,
+// lets secagg's AVX-512 kernels run: anything but "avx2" and "generic",
+// the values with which package simd keeps off AVX-512 (simd.Path; an
+// unknown value selects the default there too, and simd warns about it).
+// It reads the variable itself rather than call simd.Path because
+// api/client, which devices import, links secagg and must not link simd
+// and gonum (api/client's TestClientDependencies).
+var avx512Path = avx512Allowed(os.Getenv("DPFL_SIMD"))
+
+func avx512Allowed(env string) bool { return env != "avx2" && env != "generic" }
 
 // newLadder8 returns a zero ladder8 at a 64-byte aligned address, so that
 // no ZMM load or store of ladderStep8 splits a cache line (which costs
