@@ -11,6 +11,15 @@
 #   MODEL=cnn scripts/bench.sh        # REPS=3 ROUNDS=1 COHORT=20 (~1,200 examples a run)
 #   REPS=5 ROUNDS=20 scripts/bench.sh
 #   PROFILE=/tmp/simd.pprof scripts/bench.sh   # CPU profile of the last simd run
+#   ISA=avx2 MODEL=cnn scripts/bench.sh          # both sides limited to AVX2 + FMA
+#
+# ISA=avx2 measures an AVX2-only machine on an AVX-512 one, for both
+# programs alike: dpfl through DPFL_SIMD=avx2 (its AVX2 kernels, and no
+# AVX-512 in secure aggregation), PyTorch through OPENBLAS_CORETYPE=Haswell
+# (OpenBLAS's AVX2 kernels for the dense layers) and ONEDNN_MAX_CPU_ISA=AVX2
+# (oneDNN's convolutions); torch 1.13's own ATen kernels use AVX2 on either.
+# Without it, DPFL_SIMD=avx2 alone would set dpfl's AVX2 path against a
+# PyTorch that still uses AVX-512. The header prints what each library chose.
 #
 # The CNN costs ~60× the MLP's flops per example, so its defaults train one
 # round of 20 clients: ~2–4 s of training per program, next to fixed costs
@@ -58,12 +67,30 @@ go build -o "$tmp/bench-plain" ./cmd/dpfl-bench
 GOEXPERIMENT=simd go build -o "$tmp/bench-simd" ./cmd/dpfl-bench
 
 cpus=$(nproc --all)
+case "${ISA:-native}" in
+  native) ;;
+  avx2) export DPFL_SIMD=avx2 OPENBLAS_CORETYPE=Haswell ONEDNN_MAX_CPU_ISA=AVX2 ;;
+  *) echo "ISA=$ISA: want native or avx2" >&2; exit 2 ;;
+esac
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3)
 # The same job in each program's flag names: dpfl's, and the reference's.
 args=(--population "$POPULATION" --cohort-size "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip-norm 1 --noise-multiplier 1 --model "$MODEL")
 targs=(--clients "$POPULATION" --cohort "$COHORT" --rounds "$ROUNDS" --batch 20 --epochs 1 --lr 0.05 --clip 1 --z 1 --model "$MODEL")
 echo "# $(date -u +%FT%TZ) $cpus CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)), load: $(cut -d' ' -f1-3 /proc/loadavg); $(go version); torch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') with $blas"
+# What each program's kernels will use, as the libraries themselves report it.
+torchisa=$(/usr/bin/python3 - <<'PY' 2>/dev/null || echo unknown
+import ctypes, torch
+blas = ctypes.CDLL('/usr/lib/x86_64-linux-gnu/libblas.so.3')
+name = getattr(blas, 'openblas_get_corename', None)
+core = 'not OpenBLAS'
+if name is not None:
+    name.restype = ctypes.c_char_p
+    core = name().decode()
+print('OpenBLAS core %s, oneDNN max ISA %s' % (core, __import__('os').environ.get('ONEDNN_MAX_CPU_ISA', 'all')))
+PY
+)
+echo "# ISA=${ISA:-native}: dpfl DPFL_SIMD=${DPFL_SIMD:-auto}; torch: $torchisa"
 echo "# job: ${args[*]}; one thread each (torch --threads 1, GOMAXPROCS=1 --workers 1)"
 echo "# wall: examples per wall-second of the rounds; cpu: per CPU-second of the process (torch through scripts/torch_cputime.py)"
 field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
