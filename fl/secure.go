@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/dpfl/dpfl/dp"
 	"github.com/dpfl/dpfl/secagg"
@@ -245,7 +246,8 @@ func (s *SecureAggregator) Release(dst []float32, accs []Accumulator, expected f
 	if err != nil {
 		return st, err
 	}
-	res, err := s.runInstance(session, dim, s.clients(inputs, session, enc, noise.ClipNorm))
+	pool := new(inputPool)
+	res, err := s.runInstance(session, dim, s.clients(inputs, session, enc, noise.ClipNorm, pool), pool)
 	if err != nil {
 		return st, err
 	}
@@ -274,15 +276,22 @@ func newSession() ([]byte, error) {
 
 // runInstance runs one protocol instance over vectors of dim values
 // among clients in memory, the server's end by a secagg.ServerDriver, the
-// simulated dropouts drawn by s.dropouts. Errors wrap
+// simulated dropouts drawn by s.dropouts. When pool is set (the clients
+// take their input buffers from it), each masked vector goes back to it
+// once the server has added it to its sum, unless a test watches the
+// messages (s.wrap), which may keep them. Errors wrap
 // secagg.ErrTooFewSurvivors when it aborts.
-func (s *SecureAggregator) runInstance(session []byte, dim int, clients []*secagg.ClientDriver) (secagg.Result, error) {
+func (s *SecureAggregator) runInstance(session []byte, dim int, clients []*secagg.ClientDriver, pool *inputPool) (secagg.Result, error) {
 	srv, err := secagg.NewServer(secagg.ServerConfig{Session: session, Dim: dim, MinClients: s.MinClients, DropoutRate: s.DropoutRate, Workers: s.Workers})
 	if err != nil {
 		return secagg.Result{}, err
 	}
 	n := len(clients)
-	mem := &secagg.Memory{Server: srv, Clients: clients, Workers: s.Workers, Drop: s.dropouts(n), Wrap: s.wrap}
+	wrap := s.wrap
+	if wrap == nil && pool != nil {
+		wrap = func(_ int, t secagg.ClientTransport) secagg.ClientTransport { return recycling{t, pool} }
+	}
+	mem := &secagg.Memory{Server: srv, Clients: clients, Workers: s.Workers, Drop: s.dropouts(n), Wrap: wrap}
 	driver := &secagg.ServerDriver{Server: srv, Transport: mem, Clients: n}
 	return driver.Run(context.Background())
 }
@@ -311,7 +320,7 @@ func (s *SecureAggregator) releaseDistributed(dst []float32, inputs [][]float32,
 				return x, EncodeDDGInput(x, inputs[i], r, rot)
 			}}
 	}
-	res, err := s.runInstance(session, r.Params.PaddedDim, clients)
+	res, err := s.runInstance(session, r.Params.PaddedDim, clients, nil)
 	if err != nil {
 		return st, err
 	}
@@ -366,11 +375,12 @@ func NewSecAggStats(res secagg.Result, enc secagg.Encoding, attempt int) *SecAgg
 // clients are the simulated clients of one instance, IDs 1..n: client i
 // encodes inputs[i] (EncodeSecureInput, with its own secure generator for
 // the stochastic rounding) when its masked_input step asks, so that only
-// the inputs being masked at the moment are held encoded. The server
-// learns only the sum: no per-client norm or clipping statistic is
-// collected here, even in simulation. Each client runs on one goroutine;
+// the inputs being masked at the moment are held encoded, in a buffer
+// from pool (EncodeSecureInput overwrites all of it). The server learns
+// only the sum: no per-client norm or clipping statistic is collected
+// here, even in simulation. Each client runs on one goroutine;
 // secagg.Memory runs Workers of them at once.
-func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding, clip float64) []*secagg.ClientDriver {
+func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secagg.Encoding, clip float64, pool *inputPool) []*secagg.ClientDriver {
 	out := make([]*secagg.ClientDriver, len(inputs))
 	// The simulated clients share one secagg.PairCache: each pair's X25519
 	// agreement, which both ends would compute alike, runs once (no
@@ -385,7 +395,7 @@ func (s *SecureAggregator) clients(inputs [][]float32, session []byte, enc secag
 					return nil, err
 				}
 				d := len(inputs[i])
-				x := make([]uint32, d, d+1)
+				x := pool.get(d, d+1)
 				norm, err := EncodeSecureInput(x, inputs[i], clip, enc, rng)
 				if s.Adaptive != nil {
 					x = append(x, EncodeClipBit(norm, clip))
@@ -408,4 +418,58 @@ func (s *SecureAggregator) dropouts(n int) func(i int, st secagg.Stage) bool {
 		}
 	}
 	return func(i int, st secagg.Stage) bool { return st >= at[i] }
+}
+
+// inputPool recycles the input buffers of one instance's simulated
+// clients: a client's encoded input becomes its masked vector, which is
+// free again once the server has added it to its running sum (the server
+// keeps no individual input), so the round allocates one buffer per client
+// masking at the same moment (secagg.Memory's Workers) instead of one per
+// client, and does not clear each. A recycled buffer holds another
+// client's masked vector, which the server saw anyway, until the next
+// client's encoding overwrites every value of it. Safe for concurrent
+// use.
+type inputPool struct {
+	mu   sync.Mutex
+	free [][]uint32
+}
+
+// get returns a buffer of n values with capacity at least c (≥ n), its
+// contents unspecified.
+func (p *inputPool) get(n, c int) []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := len(p.free) - 1; k >= 0; k-- {
+		if x := p.free[k]; cap(x) >= c {
+			p.free = append(p.free[:k], p.free[k+1:]...)
+			return x[:n]
+		}
+	}
+	return make([]uint32, n, c)
+}
+
+// put returns a buffer that nothing refers to any more.
+func (p *inputPool) put(x []uint32) {
+	if cap(x) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, x)
+}
+
+// recycling is a simulated client's transport that returns its masked
+// vector to the pool once sent: over secagg.Memory, MaskedInput returns
+// after the server has added the vector to its sum (or refused it) and
+// kept nothing of it.
+type recycling struct {
+	secagg.ClientTransport
+	pool *inputPool
+}
+
+// MaskedInput sends m, then hands m.Masked back to the pool.
+func (r recycling) MaskedInput(ctx context.Context, m secagg.MaskedInputMsg) error {
+	err := r.ClientTransport.MaskedInput(ctx, m)
+	r.pool.put(m.Masked)
+	return err
 }

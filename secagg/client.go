@@ -26,6 +26,17 @@ type heldShares struct {
 	mask, self []byte // canonical scalar encodings
 }
 
+// peer is what a client keeps of one neighbour: its public keys and the
+// AES-256-GCM of the share-encryption key agreed with it (from c_u^SK and
+// c_v^PK), which sealed this client's shares in ShareKeys and opens the
+// neighbour's in MaskedInput, instead of agreeing the key again (one
+// X25519 ladder per neighbour and round, the bulk of a round's CPU) or
+// expanding it again.
+type peer struct {
+	enc, mask x25519.Key // c_v^PK, s_v^PK
+	aead      cipher.AEAD
+}
+
 // Client is one client's state machine of one instance (Bonawitz et al.
 // 2017, Fig. 4, the user's side of rounds 0, 1, 2 and 4). Its methods must
 // be called in stage order, each at most once; a call out of order, or
@@ -46,18 +57,12 @@ type Client struct {
 	maskSK     x25519.Key   // s_u^SK, kept so that MaskedInput does not derive it again
 	maskPK     x25519.Key   // s_u^PK
 
-	// Set by ShareKeys.
+	// Set by ShareKeys: the neighbours, each pointing into one slice
+	// (one allocation for all their keys, not two per neighbour).
 	params    Params
 	dim       int
-	neighbors map[ClientID]PeerKeys
+	neighbors map[ClientID]*peer
 	selfKey   [32]byte // PRG key of b_u
-	// encKeys are the AES-256-GCM instances of the share-encryption keys
-	// agreed with each neighbour (from c_u^SK and c_v^PK) to seal this
-	// client's shares; MaskedInput opens the neighbours' shares with the
-	// same instances instead of agreeing the keys again (one X25519 ladder
-	// per neighbour and round, the bulk of a round's CPU) or expanding
-	// them again.
-	encKeys map[ClientID]cipher.AEAD
 
 	// Set by MaskedInput: the shares this client holds, by owner
 	// (including its own), the owners being the neighbours in U2.
@@ -95,7 +100,11 @@ func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseK
 		return nil, AdvertiseKeysMsg{}, err
 	}
 	c.maskSK, c.maskPK = maskKeyFromScalar(c.maskScalar, c.session)
-	return c, AdvertiseKeysMsg{From: id, EncKey: slices.Clone(c.encPK[:]), MaskKey: slices.Clone(c.maskPK[:])}, nil
+	// The message's two keys share one allocation, each capped so that
+	// neither can grow into the other.
+	keys := make([]byte, 0, 2*keySize)
+	keys = append(append(keys, c.encPK[:]...), c.maskPK[:]...)
+	return c, AdvertiseKeysMsg{From: id, EncKey: keys[:keySize:keySize], MaskKey: keys[keySize:]}, nil
 }
 
 // ID is the client's ID.
@@ -140,8 +149,10 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	if len(m.Neighbors)+1 < p.Threshold {
 		return ShareKeysMsg{}, ErrTooFewSurvivors
 	}
-	nb := make(map[ClientID]PeerKeys, len(m.Neighbors))
-	holders := make([]ClientID, 0, len(m.Neighbors)+1)
+	k := len(m.Neighbors)
+	nb := make(map[ClientID]*peer, k)
+	peers := make([]peer, k)
+	holders := make([]ClientID, 0, k+1)
 	for i, pk := range m.Neighbors {
 		if pk.ID == 0 || pk.ID == c.id || (i > 0 && pk.ID <= m.Neighbors[i-1].ID) {
 			return ShareKeysMsg{}, fmt.Errorf("secagg: client %d: neighbour list not sorted, distinct and free of 0 and self at %d", c.id, pk.ID)
@@ -151,7 +162,8 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 		if len(pk.EncKey) != keySize || len(pk.MaskKey) != keySize {
 			return ShareKeysMsg{}, peerErr(pk.ID, "public key is not %d bytes", keySize)
 		}
-		nb[pk.ID] = PeerKeys{ID: pk.ID, EncKey: slices.Clone(pk.EncKey), MaskKey: slices.Clone(pk.MaskKey)}
+		peers[i].enc, peers[i].mask = x25519.Key(pk.EncKey), x25519.Key(pk.MaskKey)
+		nb[pk.ID] = &peers[i]
 		holders = append(holders, pk.ID)
 	}
 	holders = append(holders, c.id)
@@ -162,29 +174,33 @@ func (c *Client) ShareKeys(m ShareKeysRequest) (ShareKeysMsg, error) {
 	}
 	maskShares := splitSecret(c.maskScalar, p.Threshold, holders)
 	selfShares := splitSecret(b, p.Threshold, holders)
-	out := ShareKeysMsg{From: c.id, Shares: make([]EncryptedShare, len(m.Neighbors))}
-	pks := make([]*x25519.Key, len(m.Neighbors))
-	for i, v := range holders[:len(m.Neighbors)] {
-		pks[i] = (*x25519.Key)(nb[v].EncKey)
+	out := ShareKeysMsg{From: c.id, Shares: make([]EncryptedShare, k)}
+	pks := make([]*x25519.Key, k)
+	for i := range peers {
+		pks[i] = &peers[i].enc
 	}
-	keys, bad := c.agree(&c.encSK, &c.encPK, pks, infoShareEnc)
+	aeads, bad := c.agreeAEADs(holders[:k], pks)
 	if bad >= 0 {
 		return ShareKeysMsg{}, peerErr(holders[bad], "invalid public key")
 	}
 	// The GCM nonces, one read for all of them.
-	nonces := make([]byte, 12*len(m.Neighbors))
+	nonces := make([]byte, 12*k)
 	if _, err := io.ReadFull(c.rnd, nonces); err != nil {
 		return ShareKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
 	}
-	encKeys := make(map[ClientID]cipher.AEAD, len(m.Neighbors))
-	for i, v := range holders[:len(m.Neighbors)] {
-		encKeys[v] = newGCM(&keys[i])
-		ct := sealShares(encKeys[v], nonces[12*i:12*(i+1)], c.session, c.id, v, maskShares[i], selfShares[i])
+	// The ciphertexts share one allocation, each capped at its own
+	// length so that none can grow into the next.
+	cts := make([]byte, k*shareCipherLen)
+	sc := newShareScratch(c.session)
+	for i, v := range holders[:k] {
+		peers[i].aead = aeads[i]
+		ct := sealShares(aeads[i], sc, cts[i*shareCipherLen:i*shareCipherLen:(i+1)*shareCipherLen], nonces[12*i:12*(i+1)], c.session, c.id, v, maskShares[i], selfShares[i])
 		out.Shares[i] = EncryptedShare{From: c.id, To: v, Ciphertext: ct}
 	}
+	sc.wipe()
 	last := len(holders) - 1
 	c.held = map[ClientID]heldShares{c.id: {mask: maskShares[last], self: selfShares[last]}}
-	c.params, c.dim, c.neighbors, c.encKeys = p, m.Dim, nb, encKeys
+	c.params, c.dim, c.neighbors = p, m.Dim, nb
 	c.selfKey = selfMaskKey(b, c.session)
 	c.stage = clientMaskedInput
 	return out, nil
@@ -239,13 +255,37 @@ func (c *Client) maskInPlace(m MaskedInputRequest, y []uint32) (MaskedInputMsg, 
 }
 
 // agree is agreeBatch with the client's secret key sk (whose public key
-// is pk) and its peers' keys pks, through the instance's PairCache when
-// the client is simulated with one.
-func (c *Client) agree(sk, pk *x25519.Key, pks []*x25519.Key, info string) ([][32]byte, int) {
+// is pk) and the keys pks of its peers ids, through the instance's
+// PairCache when the client is simulated with one.
+func (c *Client) agree(sk, pk *x25519.Key, ids []ClientID, pks []*x25519.Key, info string) ([][32]byte, int) {
 	if c.pairs != nil {
-		return c.pairs.agreeBatch(sk, pk, pks, c.session, info, c.workers)
+		keys, _, bad := c.pairs.agreeBatch(pairBatch{sk: sk, own: pk, id: c.id, pks: pks, peers: ids, session: c.session, info: info, workers: c.workers})
+		return keys, bad
 	}
 	return agreeBatch(sk, pks, c.session, info, c.workers)
+}
+
+// agreeAEADs is the AES-256-GCM (newGCM) of the share-encryption key
+// agreed from c_u^SK with each of the peers ids, of public keys pks, or
+// the index of the first invalid key (as agree). Through a PairCache the
+// two ends of a pair use the one instance its claimer built. The raw keys
+// are wiped once expanded: only the instances are kept.
+func (c *Client) agreeAEADs(ids []ClientID, pks []*x25519.Key) ([]cipher.AEAD, int) {
+	if c.pairs != nil {
+		keys, aeads, bad := c.pairs.agreeBatch(pairBatch{sk: &c.encSK, own: &c.encPK, id: c.id, pks: pks, peers: ids, session: c.session, info: infoShareEnc, aead: true, workers: c.workers})
+		clear(keys)
+		return aeads, bad
+	}
+	keys, bad := agreeBatch(&c.encSK, pks, c.session, infoShareEnc, c.workers)
+	if bad >= 0 {
+		return nil, bad
+	}
+	aeads := make([]cipher.AEAD, len(keys))
+	for i := range keys {
+		aeads[i] = newGCM(&keys[i])
+	}
+	clear(keys)
+	return aeads, -1
 }
 
 // pairMasks agrees the pairwise mask key with every other owner in held
@@ -263,9 +303,9 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 	slices.Sort(peers)
 	pks := make([]*x25519.Key, len(peers))
 	for k, v := range peers {
-		pks[k] = (*x25519.Key)(c.neighbors[v].MaskKey)
+		pks[k] = &c.neighbors[v].mask
 	}
-	keys, bad := c.agree(&c.maskSK, &c.maskPK, pks, infoPairMask)
+	keys, bad := c.agree(&c.maskSK, &c.maskPK, peers, pks, infoPairMask)
 	if bad >= 0 {
 		return nil, peerErr(peers[bad], "invalid public key")
 	}
@@ -282,8 +322,12 @@ func (c *Client) pairMasks(held map[ClientID]heldShares) ([]maskTask, error) {
 func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, error) {
 	held := make(map[ClientID]heldShares, len(m.Shares)+1)
 	held[c.id] = c.held[c.id]
-	for _, es := range m.Shares {
-		_, ok := c.neighbors[es.From]
+	// The plaintexts share one allocation (the held shares alias it),
+	// and the decryptions one scratch: not two allocations per share.
+	pts := make([]byte, len(m.Shares)*sharePlainLen)
+	sc := newShareScratch(c.session)
+	for k, es := range m.Shares {
+		nb, ok := c.neighbors[es.From]
 		switch {
 		case !ok:
 			return nil, peerErr(es.From, "sent shares but is not a neighbour of client %d", c.id)
@@ -293,11 +337,10 @@ func (c *Client) receiveShares(m MaskedInputRequest) (map[ClientID]heldShares, e
 		if _, dup := held[es.From]; dup {
 			return nil, peerErr(es.From, "duplicate shares")
 		}
-		aead, ok := c.encKeys[es.From]
-		if !ok { // not reached: ShareKeys agreed a key with every neighbour
+		if nb.aead == nil { // not reached: ShareKeys agreed a key with every neighbour
 			return nil, peerErr(es.From, "no share-encryption key")
 		}
-		ms, ss, err := openShares(aead, c.session, es.From, c.id, es.Ciphertext)
+		ms, ss, err := openShares(nb.aead, sc, pts[k*sharePlainLen:k*sharePlainLen:(k+1)*sharePlainLen], c.session, es.From, c.id, es.Ciphertext)
 		if err != nil {
 			return nil, &PeerError{Client: es.From, Err: err}
 		}
@@ -323,7 +366,10 @@ func (c *Client) Unmask(m UnmaskRequest) (UnmaskMsg, error) {
 		return UnmaskMsg{}, err
 	}
 	seen := make(map[ClientID]bool, len(m.Survivors)+len(m.Dropped))
-	out := UnmaskMsg{From: c.id, SelfShares: []Share{}, MaskKeyShares: []Share{}}
+	out := UnmaskMsg{From: c.id, SelfShares: make([]Share, 0, len(m.Survivors)), MaskKeyShares: make([]Share, 0, len(m.Dropped))}
+	// The revealed shares are copied into one allocation, each capped at
+	// its own length.
+	vals := make([]byte, 0, keySize*(len(m.Survivors)+len(m.Dropped)))
 	for i, list := range [][]ClientID{m.Survivors, m.Dropped} {
 		for _, v := range list {
 			h, ok := c.held[v]
@@ -336,10 +382,13 @@ func (c *Client) Unmask(m UnmaskRequest) (UnmaskMsg, error) {
 				return UnmaskMsg{}, fmt.Errorf("secagg: client %d: unmask request names the client itself as dropped", c.id)
 			}
 			seen[v] = true
+			off := len(vals)
 			if i == 0 {
-				out.SelfShares = append(out.SelfShares, Share{Of: v, X: c.id, Value: slices.Clone(h.self)})
+				vals = append(vals, h.self...)
+				out.SelfShares = append(out.SelfShares, Share{Of: v, X: c.id, Value: vals[off:len(vals):len(vals)]})
 			} else {
-				out.MaskKeyShares = append(out.MaskKeyShares, Share{Of: v, X: c.id, Value: slices.Clone(h.mask)})
+				vals = append(vals, h.mask...)
+				out.MaskKeyShares = append(out.MaskKeyShares, Share{Of: v, X: c.id, Value: vals[off:len(vals):len(vals)]})
 			}
 		}
 	}

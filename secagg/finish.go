@@ -26,8 +26,10 @@ func (s *Server) UnmaskRequest(id ClientID) (UnmaskRequest, error) {
 	if !ok || !s.inU3[i] {
 		return UnmaskRequest{}, peerErr(id, "sent no masked input")
 	}
-	m := UnmaskRequest{To: id, Survivors: []ClientID{id}, Dropped: []ClientID{}}
-	for _, v := range s.g.neighbors(i) {
+	nb := s.g.neighbors(i)
+	m := UnmaskRequest{To: id, Survivors: make([]ClientID, 1, len(nb)+1), Dropped: []ClientID{}}
+	m.Survivors[0] = id
+	for _, v := range nb {
 		j := s.g.index[v]
 		switch {
 		case s.inU3[j]:
@@ -74,6 +76,9 @@ func (s *Server) Unmask(m UnmaskMsg) error {
 	if err := s.checkUnmask(i, m); err != nil {
 		return err
 	}
+	// The stored copies share one allocation (checkUnmask checked that
+	// every value is keySize bytes), each capped at its length.
+	vals := make([]byte, 0, keySize*(len(m.SelfShares)+len(m.MaskKeyShares)))
 	for kind, list := range [][]Share{m.SelfShares, m.MaskKeyShares} {
 		store := s.selfShares
 		if kind == 1 {
@@ -81,9 +86,12 @@ func (s *Server) Unmask(m UnmaskMsg) error {
 		}
 		for _, sh := range list {
 			if store[sh.Of] == nil {
-				store[sh.Of] = map[ClientID][]byte{}
+				// Sized for its k+1 holders, instead of growing.
+				store[sh.Of] = make(map[ClientID][]byte, s.params.Neighbors+1)
 			}
-			store[sh.Of][m.From] = slices.Clone(sh.Value)
+			off := len(vals)
+			vals = append(vals, sh.Value...)
+			store[sh.Of][m.From] = vals[off:len(vals):len(vals)]
 		}
 	}
 	s.answered[i] = true
@@ -93,7 +101,7 @@ func (s *Server) Unmask(m UnmaskMsg) error {
 
 // checkUnmask validates every share of m, from holder index i; s.mu held.
 func (s *Server) checkUnmask(i int, m UnmaskMsg) error {
-	seen := map[ClientID]bool{}
+	seen := make(map[ClientID]bool, len(m.SelfShares)+len(m.MaskKeyShares)) // sized: no growing
 	for kind, list := range [][]Share{m.SelfShares, m.MaskKeyShares} {
 		for _, sh := range list {
 			switch {
@@ -104,8 +112,8 @@ func (s *Server) checkUnmask(i int, m UnmaskMsg) error {
 			case !s.wasAsked(i, sh.Of, kind == 0):
 				return peerErr(m.From, "share of client %d that was not asked for", sh.Of)
 			}
-			if _, err := parseScalar(sh.Value); err != nil {
-				return peerErr(m.From, "share of client %d: %v", sh.Of, err)
+			if !canonicalScalar(sh.Value) {
+				return peerErr(m.From, "share of client %d: malformed scalar", sh.Of)
 			}
 			seen[sh.Of] = true
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/binary"
@@ -13,6 +12,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"math/bits"
 	"slices"
 
 	"github.com/cloudflare/circl/dh/x25519"
@@ -37,13 +37,48 @@ const (
 // symmetric key in the protocol.
 const keySize = 32
 
-// hkdf32 derives a 32-byte key from secret for one purpose.
+// hkdf32 derives a 32-byte key from secret for one purpose: HKDF-SHA256
+// (RFC 5869) with the session as salt and one block of output, bit for bit
+// crypto/hkdf.Key(sha256.New, secret, session, info, 32). It is written
+// on sha256.Sum256 over stack buffers because crypto/hkdf allocates a
+// dozen hash states per key, and this runs for each client's mask key and
+// self-mask key and for every secret the server rebuilds.
 func hkdf32(secret, session []byte, info string) [32]byte {
-	k, err := hkdf.Key(sha256.New, secret, session, info, keySize)
-	if err != nil {
-		panic(err) // 32 bytes of SHA-256 output is always within HKDF's limit
+	prk := hmacSHA256(session, secret, "", false) // HKDF-Extract
+	return hmacSHA256(prk[:], nil, info, true)    // HKDF-Expand, T(1)
+}
+
+// hmacSHA256 is HMAC-SHA256(key, msg ‖ info ‖ 0x01), the 0x01 only with
+// counter (RFC 2104: a key longer than a block is hashed first).
+func hmacSHA256(key, msg []byte, info string, counter bool) [32]byte {
+	var k [sha256.BlockSize]byte
+	if len(key) > sha256.BlockSize {
+		h := sha256.Sum256(key)
+		copy(k[:], h[:])
+	} else {
+		copy(k[:], key)
 	}
-	return [32]byte(k)
+	// Room for a block and a 32-byte secret or an info string of up to
+	// 95 bytes: longer inputs still work, through a heap buffer.
+	var buf [sha256.BlockSize + 96]byte
+	in := buf[:sha256.BlockSize]
+	for i, b := range k {
+		in[i] = b ^ 0x36
+	}
+	in = append(append(in, msg...), info...)
+	if counter {
+		in = append(in, 1)
+	}
+	inner := sha256.Sum256(in)
+	in = buf[:sha256.BlockSize]
+	for i, b := range k {
+		in[i] = b ^ 0x5c
+	}
+	in = append(in, inner[:]...)
+	out := sha256.Sum256(in)
+	clear(buf[:])
+	clear(k[:])
+	return out
 }
 
 // sessionKDF computes hkdf32(secret, session, info) for many secrets of
@@ -89,9 +124,19 @@ func (k *sessionKDF) key(secret []byte, info string) [32]byte {
 	k.outer.Reset()
 	k.outer.Write(k.pad[:])
 	k.outer.Write(k.t[:])
-	var out [32]byte
-	k.outer.Sum(out[:0])
-	return out
+	// The result goes through k.t (written already, free again): a local
+	// array handed to the hash.Hash interface would escape, one heap
+	// allocation per key.
+	k.outer.Sum(k.t[:0])
+	return k.t
+}
+
+// wipe zeroes the scratch that held a derived key, so that a recycled
+// sessionKDF carries nothing of its last key.
+func (k *sessionKDF) wipe() {
+	clear(k.pad[:])
+	clear(k.prk[:])
+	clear(k.t[:])
 }
 
 // randomScalar draws a uniformly random Ristretto255 scalar from 64 bytes of
@@ -121,6 +166,28 @@ func parseScalar(b []byte) (group.Scalar, error) {
 		return nil, errors.New("malformed scalar")
 	}
 	return s, nil
+}
+
+// scalarOrder is ℓ = 2^252 + 27742317777372353535851937790883648493, the
+// order of the Ristretto255 group, in little-endian 64-bit limbs.
+var scalarOrder = [4]uint64{0x5812631a5cf5d3ed, 0x14def9dea2f79cd6, 0, 0x1000000000000000}
+
+// canonicalScalar reports whether b is a canonical 32-byte scalar
+// encoding, exactly when parseScalar accepts it: 32 bytes whose
+// little-endian value is below ℓ (circl's UnmarshalBinary, RFC 9496,
+// §4.4). It only checks, so it allocates nothing where parseScalar
+// allocates a scalar that a validity check would throw away (one per
+// received share in rounds 2 and 4), and it runs in constant time, the
+// borrow of b − ℓ, since the shares it checks are secret.
+func canonicalScalar(b []byte) bool {
+	if len(b) != keySize {
+		return false
+	}
+	var borrow uint64
+	for i, l := range scalarOrder {
+		_, borrow = bits.Sub64(binary.LittleEndian.Uint64(b[8*i:]), l, borrow)
+	}
+	return borrow == 1
 }
 
 // maskKeyFromScalar derives the X25519 mask key pair (s_u^SK, s_u^PK) from
@@ -154,7 +221,7 @@ func agree(sk, pk *x25519.Key, session []byte, info string) ([32]byte, bool) {
 // the index of the first peer whose key is of low order (−1 if none), in
 // which case the keys are not to be used.
 func agreeBatch(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, workers int) ([][32]byte, int) {
-	keys, ok := agreeEach(sk, pks, session, info, workers)
+	keys, ok := agreeEach(sk, pks, session, info, workers, nil)
 	if i := slices.Index(ok, false); i >= 0 {
 		return nil, i
 	}
@@ -163,8 +230,9 @@ func agreeBatch(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, 
 
 // agreeEach is agreeBatch reporting each agreement: keys[i] is agree(sk,
 // pks[i], session, info) where ok[i], and zero where pks[i] is of low
-// order.
-func agreeEach(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, workers int) ([][32]byte, []bool) {
+// order. kdf, if not nil, is a sessionKDF of session to derive the keys
+// with (nil: a new one).
+func agreeEach(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, workers int, kdf *sessionKDF) ([][32]byte, []bool) {
 	n := len(pks)
 	if n == 0 {
 		return nil, nil
@@ -182,7 +250,9 @@ func agreeEach(sk *x25519.Key, pks []*x25519.Key, session []byte, info string, w
 		return nil
 	})
 	keys := make([][32]byte, n)
-	kdf := newSessionKDF(session)
+	if kdf == nil {
+		kdf = newSessionKDF(session)
+	}
 	for i := range shared {
 		if ok[i] {
 			keys[i] = kdf.key(shared[i][:], info)
@@ -238,14 +308,15 @@ const (
 	shareCipherLen = 12 + sharePlainLen + 16
 )
 
-// shareAAD binds a ciphertext to the instance and its direction.
-func shareAAD(session []byte, from, to ClientID) []byte {
-	aad := make([]byte, 0, len(session)+8)
-	aad = append(aad, session...)
-	aad = binary.BigEndian.AppendUint32(aad, uint32(from))
-	return binary.BigEndian.AppendUint32(aad, uint32(to))
+// appendShareAAD appends to dst the AAD that binds a ciphertext to the
+// instance and its direction: session ‖ from ‖ to.
+func appendShareAAD(dst, session []byte, from, to ClientID) []byte {
+	dst = append(dst, session...)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(from))
+	return binary.BigEndian.AppendUint32(dst, uint32(to))
 }
 
+// newGCM is the AES-256-GCM of a share-encryption key.
 func newGCM(key *[32]byte) cipher.AEAD {
 	block, err := aes.NewCipher(key[:])
 	if err != nil {
@@ -258,39 +329,55 @@ func newGCM(key *[32]byte) cipher.AEAD {
 	return aead
 }
 
+// shareScratch is the working memory of sealShares and openShares, so
+// that a client's k ciphertexts reuse one plaintext and one AAD buffer
+// instead of allocating both per ciphertext. Not safe for concurrent use.
+type shareScratch struct {
+	pt, aad []byte
+}
+
+// newShareScratch allocates the scratch for one session, in one block.
+func newShareScratch(session []byte) *shareScratch {
+	buf := make([]byte, sharePlainLen+len(session)+8)
+	return &shareScratch{pt: buf[:0:sharePlainLen], aad: buf[sharePlainLen:sharePlainLen]}
+}
+
+// wipe zeroes the plaintext buffer, which held shares.
+func (s *shareScratch) wipe() { clear(s.pt[:cap(s.pt)]) }
+
 // sealShares encrypts the pair of shares from → to with aead, the
 // AES-256-GCM of their share-encryption key (newGCM), under the 12-byte
-// nonce (random: every key seals one message each way).
-func sealShares(aead cipher.AEAD, nonce []byte, session []byte, from, to ClientID, maskShare, selfShare []byte) []byte {
-	pt := make([]byte, 0, sharePlainLen)
-	pt = binary.BigEndian.AppendUint32(pt, uint32(from))
+// nonce (random: every key seals one message each way), appending the
+// ciphertext to dst[:0] (which needs capacity shareCipherLen to be used
+// in place).
+func sealShares(aead cipher.AEAD, sc *shareScratch, dst, nonce []byte, session []byte, from, to ClientID, maskShare, selfShare []byte) []byte {
+	pt := binary.BigEndian.AppendUint32(sc.pt[:0], uint32(from))
 	pt = binary.BigEndian.AppendUint32(pt, uint32(to))
 	pt = append(pt, maskShare...)
 	pt = append(pt, selfShare...)
-	out := make([]byte, 12, shareCipherLen)
-	copy(out, nonce)
-	return aead.Seal(out, out[:12], pt, shareAAD(session, from, to))
+	sc.aad = appendShareAAD(sc.aad[:0], session, from, to)
+	out := append(dst[:0], nonce...)
+	return aead.Seal(out, out[:12], pt, sc.aad)
 }
 
 // openShares decrypts (with aead, as for sealShares) and parses a
-// ciphertext from → to, returning the two shares' canonical encodings.
-func openShares(aead cipher.AEAD, session []byte, from, to ClientID, ct []byte) (maskShare, selfShare []byte, err error) {
+// ciphertext from → to into dst[:0] (capacity sharePlainLen to be used in
+// place), returning the two shares' canonical encodings, which alias it.
+func openShares(aead cipher.AEAD, sc *shareScratch, dst []byte, session []byte, from, to ClientID, ct []byte) (maskShare, selfShare []byte, err error) {
 	if len(ct) != shareCipherLen {
 		return nil, nil, fmt.Errorf("ciphertext is %d bytes, want %d", len(ct), shareCipherLen)
 	}
-	pt, err := aead.Open(nil, ct[:12], ct[12:], shareAAD(session, from, to))
+	sc.aad = appendShareAAD(sc.aad[:0], session, from, to)
+	pt, err := aead.Open(dst[:0], ct[:12], ct[12:], sc.aad)
 	if err != nil {
 		return nil, nil, errors.New("ciphertext does not decrypt")
 	}
 	if ClientID(binary.BigEndian.Uint32(pt)) != from || ClientID(binary.BigEndian.Uint32(pt[4:])) != to {
 		return nil, nil, errors.New("plaintext names the wrong sender or recipient")
 	}
-	maskShare, selfShare = pt[8:8+keySize], pt[8+keySize:]
-	if _, err := parseScalar(maskShare); err != nil {
-		return nil, nil, err
-	}
-	if _, err := parseScalar(selfShare); err != nil {
-		return nil, nil, err
+	maskShare, selfShare = pt[8:8+keySize:8+keySize], pt[8+keySize:]
+	if !canonicalScalar(maskShare) || !canonicalScalar(selfShare) {
+		return nil, nil, errors.New("malformed scalar")
 	}
 	return maskShare, selfShare, nil
 }

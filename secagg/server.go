@@ -29,14 +29,14 @@ type Server struct {
 	wake     chan struct{}
 
 	adv     map[ClientID]AdvertiseKeysMsg // round 0
-	pubKeys map[string]ClientID           // every advertised key, to refuse reuse
+	pubKeys map[[keySize]byte]ClientID    // every advertised key, to refuse reuse (arrays: no string to allocate per key)
 
 	g      *graph // fixed by CloseAdvertise
 	params Params
 
 	sent  map[int][]EncryptedShare // round 1, by sender index
 	inU2  []bool                   // by index, fixed by CloseShareKeys
-	inbox map[int][]EncryptedShare // by recipient index, sorted by sender
+	inbox [][]EncryptedShare       // by recipient index, sorted by sender
 
 	sum  []uint32 // Σ y_u over the masked inputs so far
 	inU3 []bool   // by index
@@ -69,7 +69,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		cfg:     cfg,
 		adv:     map[ClientID]AdvertiseKeysMsg{},
-		pubKeys: map[string]ClientID{},
+		pubKeys: map[[keySize]byte]ClientID{},
 		wake:    make(chan struct{}, 1),
 	}, nil
 }
@@ -142,14 +142,18 @@ func (s *Server) AdvertiseKeys(m AdvertiseKeysMsg) error {
 	case string(m.EncKey) == string(m.MaskKey):
 		return peerErr(m.From, "the same key advertised twice")
 	}
-	for _, k := range [][]byte{m.EncKey, m.MaskKey} {
-		if other, ok := s.pubKeys[string(k)]; ok {
+	enc, mask := [keySize]byte(m.EncKey), [keySize]byte(m.MaskKey)
+	for _, k := range [...][keySize]byte{enc, mask} {
+		if other, ok := s.pubKeys[k]; ok {
 			return peerErr(m.From, "public key already advertised by client %d", other)
 		}
 	}
-	s.adv[m.From] = AdvertiseKeysMsg{From: m.From, EncKey: slices.Clone(m.EncKey), MaskKey: slices.Clone(m.MaskKey)}
-	s.pubKeys[string(m.EncKey)] = m.From
-	s.pubKeys[string(m.MaskKey)] = m.From
+	// The stored copies share one allocation, each capped at its length.
+	keys := make([]byte, 0, 2*keySize)
+	keys = append(append(keys, enc[:]...), mask[:]...)
+	s.adv[m.From] = AdvertiseKeysMsg{From: m.From, EncKey: keys[:keySize:keySize], MaskKey: keys[keySize:]}
+	s.pubKeys[enc] = m.From
+	s.pubKeys[mask] = m.From
 	s.accept()
 	return nil
 }
@@ -223,9 +227,15 @@ func (s *Server) ShareKeysRequest(id ClientID) (ShareKeysRequest, error) {
 	}
 	nb := s.g.neighbors(i)
 	m := ShareKeysRequest{To: id, Params: s.params, Clients: len(s.g.ids), Dim: s.cfg.Dim, Neighbors: make([]PeerKeys, len(nb))}
+	// The copies of the keys share one allocation, each capped at its
+	// length so that none can grow into the next.
+	keys := make([]byte, 2*keySize*len(nb))
 	for j, v := range nb {
 		a := s.adv[v]
-		m.Neighbors[j] = PeerKeys{ID: v, EncKey: slices.Clone(a.EncKey), MaskKey: slices.Clone(a.MaskKey)}
+		enc, mask := keys[2*keySize*j:], keys[2*keySize*j+keySize:]
+		copy(enc, a.EncKey)
+		copy(mask, a.MaskKey)
+		m.Neighbors[j] = PeerKeys{ID: v, EncKey: enc[:keySize:keySize], MaskKey: mask[:keySize:keySize]}
 	}
 	return m, nil
 }
@@ -252,6 +262,9 @@ func (s *Server) ShareKeys(m ShareKeysMsg) error {
 	}
 	seen := make(map[ClientID]bool, len(m.Shares))
 	out := make([]EncryptedShare, len(m.Shares))
+	// The copies of the ciphertexts share one allocation (their length is
+	// checked below before any is copied in), each capped at its length.
+	cts := make([]byte, len(m.Shares)*shareCipherLen)
 	for k, es := range m.Shares {
 		j, ok := s.member(es.To)
 		switch {
@@ -265,7 +278,9 @@ func (s *Server) ShareKeys(m ShareKeysMsg) error {
 			return peerErr(m.From, "ciphertext for client %d is %d bytes, want %d", es.To, len(es.Ciphertext), shareCipherLen)
 		}
 		seen[es.To] = true
-		out[k] = EncryptedShare{From: es.From, To: es.To, Ciphertext: slices.Clone(es.Ciphertext)}
+		ct := cts[k*shareCipherLen : (k+1)*shareCipherLen : (k+1)*shareCipherLen]
+		copy(ct, es.Ciphertext)
+		out[k] = EncryptedShare{From: es.From, To: es.To, Ciphertext: ct}
 	}
 	s.sent[i] = out
 	s.accept()
@@ -287,9 +302,24 @@ func (s *Server) CloseShareKeys() error {
 	}
 	n := len(s.g.ids)
 	s.inU2 = make([]bool, n)
-	s.inbox = make(map[int][]EncryptedShare, len(s.sent))
 	for i := range s.sent {
 		s.inU2[i] = true
+	}
+	// Each inbox gets its exact length, all of them in one allocation,
+	// instead of growing by appends: one pass counts, one fills.
+	size, total := make([]int, n), 0
+	for _, sent := range s.sent {
+		for _, es := range sent {
+			if j := s.g.index[es.To]; s.inU2[j] {
+				size[j]++
+				total++
+			}
+		}
+	}
+	all := make([]EncryptedShare, 0, total)
+	s.inbox = make([][]EncryptedShare, n)
+	for j, k := range size {
+		s.inbox[j], all = all[:0:k], all[k:k]
 	}
 	for i := range n {
 		for _, es := range s.sent[i] { // ascending sender index = ascending ID
@@ -322,8 +352,13 @@ func (s *Server) MaskedInputRequest(id ClientID) (MaskedInputRequest, error) {
 	}
 	in := s.inbox[i]
 	m := MaskedInputRequest{To: id, Shares: make([]EncryptedShare, len(in))}
+	// The copies share one allocation, each capped at its length
+	// (ShareKeys accepted only ciphertexts of shareCipherLen bytes).
+	cts := make([]byte, len(in)*shareCipherLen)
 	for k, es := range in {
-		m.Shares[k] = EncryptedShare{From: es.From, To: es.To, Ciphertext: slices.Clone(es.Ciphertext)}
+		ct := cts[k*shareCipherLen : (k+1)*shareCipherLen : (k+1)*shareCipherLen]
+		copy(ct, es.Ciphertext)
+		m.Shares[k] = EncryptedShare{From: es.From, To: es.To, Ciphertext: ct}
 	}
 	return m, nil
 }
