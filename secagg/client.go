@@ -81,6 +81,18 @@ type Client struct {
 // info = "dpfl/secagg/v1 mask key"), so that the scalar can be Shamir-shared
 // and s_u^SK recovered from it after a dropout.
 func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseKeysMsg, error) {
+	return newClient(id, session, rand, nil)
+}
+
+// newClient is NewClient, with the client's keys (c_u, the mask scalar and
+// s_u) taken from pool where pool is not nil and serves session: a
+// simulated client's, drawn from crypto/rand with the public keys of many
+// clients computed in one batch (keyPool). rand is then left unread by
+// the key generation (it still supplies every later secret); with a nil
+// pool, or one of another session, the keys are drawn from rand as
+// NewClient documents. It errors as NewClient, or if the pool's draw from
+// crypto/rand fails.
+func newClient(id ClientID, session []byte, rand io.Reader, pool *keyPool) (*Client, AdvertiseKeysMsg, error) {
 	if id == 0 {
 		return nil, AdvertiseKeysMsg{}, errors.New("secagg: client ID 0 is not valid")
 	}
@@ -91,15 +103,26 @@ func NewClient(id ClientID, session []byte, rand io.Reader) (*Client, AdvertiseK
 		return nil, AdvertiseKeysMsg{}, errors.New("secagg: nil randomness source")
 	}
 	c := &Client{id: id, session: slices.Clone(session), rnd: rand, workers: 1}
-	if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {
-		return nil, AdvertiseKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
+	pooled := false
+	if pool != nil {
+		var k clientKeys
+		var err error
+		if pooled, err = pool.take(&k, c.session); err != nil {
+			return nil, AdvertiseKeysMsg{}, err
+		}
+		c.encSK, c.encPK, c.maskScalar, c.maskSK, c.maskPK = k.encSK, k.encPK, k.maskScalar, k.maskSK, k.maskPK
 	}
-	x25519.KeyGen(&c.encPK, &c.encSK)
-	var err error
-	if c.maskScalar, err = randomScalar(rand); err != nil {
-		return nil, AdvertiseKeysMsg{}, err
+	if !pooled {
+		if _, err := io.ReadFull(rand, c.encSK[:]); err != nil {
+			return nil, AdvertiseKeysMsg{}, fmt.Errorf("secagg: reading randomness: %w", err)
+		}
+		x25519.KeyGen(&c.encPK, &c.encSK)
+		var err error
+		if c.maskScalar, err = randomScalar(rand); err != nil {
+			return nil, AdvertiseKeysMsg{}, err
+		}
+		c.maskSK, c.maskPK = maskKeyFromScalar(c.maskScalar, c.session)
 	}
-	c.maskSK, c.maskPK = maskKeyFromScalar(c.maskScalar, c.session)
 	// The message's two keys share one allocation, each capped so that
 	// neither can grow into the other.
 	keys := make([]byte, 0, 2*keySize)

@@ -55,7 +55,10 @@ type ClientDriver struct {
 	Input func(ctx context.Context) ([]uint32, error)
 	// Pairs, in a simulation only, is the instance's PairCache shared by
 	// all its simulated clients, so that each pair's agreement runs once
-	// (nil, as on a device: the client computes every agreement).
+	// (nil, as on a device: the client computes every agreement). Where
+	// Rand is nil it also supplies the client's keys, drawn from
+	// crypto/rand many clients at a time (keyPool); a Rand of its own
+	// keeps the client drawing its keys from it.
 	Pairs *PairCache
 
 	client   *Client
@@ -134,7 +137,11 @@ func (d *ClientDriver) advertise(ctx context.Context, t ClientTransport) error {
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	c, m, err := NewClient(d.ID, d.Session, rnd)
+	var pool *keyPool
+	if d.Rand == nil && d.Pairs != nil {
+		pool = &d.Pairs.keys
+	}
+	c, m, err := newClient(d.ID, d.Session, rnd, pool)
 	if err != nil {
 		return err
 	}

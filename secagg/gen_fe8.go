@@ -293,8 +293,10 @@ func addCarry(regs, tmp [5]string, x, y operand, minus bool) {
 	carry(regs, tmp)
 }
 
-// swapAddSub emits, with K1 the swap mask (all eight bits or none), the
-// conditional swap of (x2 : z2) with (x3 : z3) and then a = x2 + z2,
+// swapAddSub emits, with K1 the swap mask (bit l for lane l: all eight
+// bits or none where the lanes share a scalar, ladder8Batch, one bit per
+// scalar where they do not, keyGen8Batch), the lane-wise conditional swap
+// of (x2 : z2) with (x3 : z3) and then a = x2 + z2,
 // b = x2 − z2, c = x3 + z3, d = x3 − z3, carried. x2, z2, x3, z3 are read
 // once and left as they were.
 func swapAddSub(x2, z2, x3, z3, a, b, c, d operand) {
@@ -358,7 +360,7 @@ func mulA24(e, f, aa, bb operand) {
 	}
 }
 
-// cswap emits the swap of x and y where K1 is all ones.
+// cswap emits the swap of lane l of x and y where bit l of K1 is set.
 func cswap(x, y operand) {
 	for i := range 5 {
 		p("VMOVDQU64 %s, Z0", x(i))

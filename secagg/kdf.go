@@ -194,9 +194,16 @@ func canonicalScalar(b []byte) bool {
 // the shared scalar: the scalar, not the X25519 key, is what Shamir shares,
 // since a 32-byte X25519 key does not fit in the ≈2^252 scalar field.
 func maskKeyFromScalar(s group.Scalar, session []byte) (sk, pk x25519.Key) {
-	sk = x25519.Key(hkdf32(scalarBytes(s), session, infoMaskKey))
+	sk = maskSecretFromScalar(s, session)
 	x25519.KeyGen(&pk, &sk)
 	return sk, pk
+}
+
+// maskSecretFromScalar is the secret half of maskKeyFromScalar, s_u^SK =
+// HKDF-SHA256(scalar, salt = session, info = infoMaskKey): keyPool derives
+// the secrets of a batch with it and their public keys in one keyGenBatch.
+func maskSecretFromScalar(s group.Scalar, session []byte) x25519.Key {
+	return x25519.Key(hkdf32(scalarBytes(s), session, infoMaskKey))
 }
 
 // selfMaskKey derives the self-mask PRG key from the scalar b_u.

@@ -38,6 +38,10 @@ import (
 // (drop the cache with the instance). Each client still checks its peers'
 // public keys itself (validPublicKey) before it reads or claims a pair.
 // The zero value is ready; it is safe for concurrent use.
+//
+// The same boundary makes it the source of the simulated clients' own key
+// pairs (keys): drawn from crypto/rand and computed eight clients at a
+// time, each handed to one client once (keyPool).
 type PairCache struct {
 	mu sync.Mutex
 	// session is the session of the first batch; a batch of another
@@ -55,6 +59,11 @@ type PairCache struct {
 	kdfs     sync.Pool
 	ran      atomic.Int64 // agreements computed, for tests
 	bypassed atomic.Int64 // of which outside the cache (keys that differ from the claimer's), for tests
+	// keys hands the simulated clients their key pairs for the instance,
+	// generated many at a time (ClientDriver, when its Rand is nil): the
+	// same boundary as the pairs, one instance's simulated clients and
+	// never a device.
+	keys keyPool
 }
 
 // pairKey names the pair of clients a and b alike from both ends: the

@@ -28,8 +28,8 @@ import (
 // most the instructions read).
 type fe8 [5][8]uint64
 
-// ladder8 is the state of eight Montgomery ladders (RFC 7748, §5) that
-// share one scalar: the base points x1 (reduced), the pairs (x2 : z2),
+// ladder8 is the state of eight Montgomery ladders (RFC 7748, §5), which
+// share one scalar (ladder8Batch) or one base point (keyGen8Batch): the base points x1 (reduced), the pairs (x2 : z2),
 // (x3 : z3) (wide), and temporaries. ladderStep8 addresses the fields by
 // offset from the start, so their order is fixed. newLadder8 allocates
 // one 64-byte aligned.
@@ -71,16 +71,22 @@ func fe8SubCarry(z, x, y *fe8)
 //go:noescape
 func fe8MulA24(e, f, aa, bb *fe8)
 
-// fe8CSwap swaps x and y if mask is all ones, leaves them if it is zero,
-// in constant time.
+// fe8CSwap swaps lane l of x and y where bit l of mask is set and leaves
+// it where the bit is clear (bits 8–63 are ignored), in constant time: the
+// swap is a VPBLENDMQ under the mask register loaded from mask, so a
+// mask of all ones swaps every lane and eight different masks (one per
+// scalar, keyGen8Batch) cost the same as one.
 //
 //go:noescape
 func fe8CSwap(x, y *fe8, mask uint64)
 
-// ladderStep8 is one step of the eight ladders: swap (x2 : z2) with (x3 :
-// z3) if mask is all ones (leave them if it is zero), then the
+// ladderStep8 is one step of the eight ladders: in lane l, swap (x2 : z2)
+// with (x3 : z3) where bit l of mask is set (bits 8–63 are ignored, so
+// all ones swaps every lane: the shared scalar of ladder8Batch), then the
 // differential addition and doubling of RFC 7748, §5 (a24 = 121665),
-// leaving x2, z2, x3, z3 wide.
+// leaving x2, z2, x3, z3 wide. The mask is the only input that may differ
+// between lanes' scalars, which is what lets keyGen8Batch run eight
+// different scalars through the same step.
 //
 //go:noescape
 func ladderStep8(s *ladder8, mask uint64)
@@ -208,4 +214,92 @@ func eltFromLimbs51(x *fe8, l int) fp.Elt {
 		binary.LittleEndian.PutUint64(e[8*i:], w[i])
 	}
 	return e
+}
+
+// keyGen8Batch runs the ladders of X25519(sks[i], 9) (RFC 7748, §5 and
+// §6.1: the public key of each secret key, u = 9 the base point), eight
+// different scalars at a time, one per lane, each lane swapping by its own
+// scalar's bits (ladderMasks8), and sets xs[i], zs[i] to the projective
+// result (x2 : z2) of the i-th, as circl's fp.Elt (below 2^256, not
+// necessarily below p). The secret keys are clamped here, as KeyGen
+// clamps them; len(xs) and len(zs) must be len(sks). Lanes past the end of
+// the last group repeat the group's first scalar. Constant time in the
+// secret keys: the per-lane swap masks are their only use, computed
+// without branches or secret-dependent addresses.
+func keyGen8Batch(xs, zs []fp.Elt, sks []x25519.Key) {
+	st := newLadder8()
+	var ks [8]x25519.Key
+	defer clear(ks[:])
+	for g := 0; g < len(sks); g += 8 {
+		for l := range 8 {
+			i := g + l
+			if i >= len(sks) {
+				i = g
+			}
+			ks[l] = sks[i]
+			ks[l][0] &= 248
+			ks[l][31] = ks[l][31]&127 | 64
+			for k := range 5 {
+				st.x1[k][l], st.x3[k][l] = 0, 0
+				st.x2[k][l], st.z2[k][l], st.z3[k][l] = 0, 0, 0
+			}
+			st.x1[0][l], st.x3[0][l] = 9, 9
+			st.x2[0][l], st.z3[0][l] = 1, 1
+		}
+		masks, final := ladderMasks8(&ks)
+		for _, m := range masks {
+			ladderStep8(st, m)
+		}
+		fe8CSwap(&st.x2, &st.x3, final)
+		fe8CSwap(&st.z2, &st.z3, final)
+		clear(masks[:])
+		for l := 0; l < 8 && g+l < len(sks); l++ {
+			xs[g+l] = eltFromLimbs51(&st.x2, l)
+			zs[g+l] = eltFromLimbs51(&st.z2, l)
+		}
+	}
+	*st = ladder8{} // the ladder's state reveals the scalars' bits
+}
+
+// ladderMasks8 is ladderMasks for eight clamped scalars at once, one per
+// lane: bit l of steps[i] is set where lane l's ladder swaps at step i
+// (bit 254 − i of ks[l] differs from the bit before it, RFC 7748, §5),
+// bit l of final where its last swap is due (never, for clamped scalars:
+// bit 0 is 0). Byte j of the eight scalars, one per byte of a word, is
+// an 8×8 bit matrix; its transpose (transpose8) holds in byte b the bit
+// j·8 + b of every lane, so the 255 masks take 32 transposes instead of
+// 8·255 bit extractions. Branch-free, constant time in ks.
+func ladderMasks8(ks *[8]x25519.Key) (steps [255]uint64, final uint64) {
+	var at [256]uint64 // at[s]: bit l is bit s of ks[l]
+	for j := range 32 {
+		var x uint64
+		for l := range 8 {
+			x |= uint64(ks[l][j]) << (8 * l)
+		}
+		x = transpose8(x)
+		for b := range 8 {
+			at[8*j+b] = x >> (8 * b) & 0xff
+		}
+	}
+	swap := uint64(0)
+	for i := range steps {
+		bit := at[254-i]
+		steps[i] = swap ^ bit
+		swap = bit
+	}
+	clear(at[:])
+	return steps, swap
+}
+
+// transpose8 transposes the 8×8 bit matrix x whose row r is byte r (bit
+// 8r + c is entry (r, c)): entry (r, c) moves to bit 8c + r. Three rounds
+// of swapping 1×1, 2×2 and 4×4 blocks across the diagonal (Warren,
+// Hacker's Delight, 2nd ed., §7-3).
+func transpose8(x uint64) uint64 {
+	t := (x ^ x>>7) & 0x00aa00aa00aa00aa
+	x ^= t ^ t<<7
+	t = (x ^ x>>14) & 0x0000cccc0000cccc
+	x ^= t ^ t<<14
+	t = (x ^ x>>28) & 0x00000000f0f0f0f0
+	return x ^ t ^ t<<28
 }

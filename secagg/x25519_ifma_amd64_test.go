@@ -346,3 +346,118 @@ func BenchmarkLadderStep8(b *testing.B) {
 		ladderStep8(st, 0)
 	}
 }
+
+// TestLadderMasks8 checks the per-lane masks (bit-matrix transposes)
+// against ladderMasks of each lane's scalar alone, on random clamped and
+// unclamped scalars and on the edge secrets.
+func TestLadderMasks8(t *testing.T) {
+	edge := keyGenEdgeSecrets()
+	rng := mrand.New(mrand.NewPCG(7, 8))
+	for trial := range 200 {
+		var ks [8]x25519.Key
+		for l := range ks {
+			if trial%2 == 0 {
+				ks[l] = edge[rng.IntN(len(edge))]
+			} else {
+				for i := range ks[l] {
+					ks[l][i] = byte(rng.Uint32())
+				}
+			}
+			if trial%3 == 0 {
+				ks[l][0] &= 248
+				ks[l][31] = ks[l][31]&127 | 64
+			}
+		}
+		steps, final := ladderMasks8(&ks)
+		for l := range ks {
+			want, wantFinal := ladderMasks(&ks[l])
+			for i := range steps {
+				if got := steps[i] >> l & 1; got != want[i]&1 {
+					t.Fatalf("trial %d lane %d step %d: bit %d, want %d", trial, l, i, got, want[i]&1)
+				}
+			}
+			if final>>l&1 != wantFinal&1 {
+				t.Fatalf("trial %d lane %d: final bit %d, want %d", trial, l, final>>l&1, wantFinal&1)
+			}
+		}
+		for i := range steps {
+			if steps[i]>>8 != 0 {
+				t.Fatalf("step %d: mask %#x beyond the eight lanes", i, steps[i])
+			}
+		}
+	}
+}
+
+// TestLadderStep8LaneMasks checks that a mask with a bit per lane swaps
+// exactly the lanes whose bit is set (what keyGen8Batch relies on): on
+// random states, each lane of the step (and of fe8CSwap) under a random
+// 8-bit mask equals the same lane under the shared mask of its bit, all
+// ones or zero; bits 8–63 must not matter.
+func TestLadderStep8LaneMasks(t *testing.T) {
+	if !cpuLadder8 {
+		t.Skip("no IFMA ladder on this machine")
+	}
+	rng := mrand.New(mrand.NewPCG(47, 48))
+	sameLane := func(a, b *fe8, l int) bool {
+		for i := range a {
+			if a[i][l] != b[i][l] {
+				return false
+			}
+		}
+		return true
+	}
+	for trial := range 200 {
+		st := newLadder8()
+		st.x1 = *randomFE8(rng, 1<<51)
+		st.x2, st.z2 = *randomFE8(rng, wideBound), *randomFE8(rng, wideBound)
+		st.x3, st.z3 = *randomFE8(rng, wideBound), *randomFE8(rng, wideBound)
+		in := *st
+		mask := rng.Uint64() & 0xff
+		high := rng.Uint64() &^ 0xff // ignored bits
+		if trial%2 == 0 {
+			high = 0
+		}
+		none, all := newLadder8(), newLadder8()
+		*none, *all = in, in
+		ladderStep8(st, mask|high)
+		ladderStep8(none, 0)
+		ladderStep8(all, ^uint64(0))
+		x, y := in.x2, in.x3
+		fe8CSwap(&x, &y, mask|high)
+		for l := range 8 {
+			want, wx, wy := none, in.x2, in.x3
+			if mask>>l&1 == 1 {
+				want, wx, wy = all, in.x3, in.x2
+			}
+			for i, v := range []*fe8{&st.x2, &st.z2, &st.x3, &st.z3} {
+				w := []*fe8{&want.x2, &want.z2, &want.x3, &want.z3}[i]
+				if !sameLane(v, w, l) {
+					t.Fatalf("trial %d, mask %#x: lane %d, output %d differs from its shared-mask step", trial, mask|high, l, i)
+				}
+			}
+			if !sameLane(&x, &wx, l) || !sameLane(&y, &wy, l) {
+				t.Fatalf("trial %d, mask %#x: fe8CSwap lane %d", trial, mask|high, l)
+			}
+		}
+	}
+}
+
+// BenchmarkKeyGenMasks is ladderMasks8, the per-lane swap masks of eight
+// scalars, against ladderMasks for one shared scalar: what a group of
+// keyGen8Batch adds to one of ladder8Batch besides the ladder itself.
+func BenchmarkKeyGenMasks(b *testing.B) {
+	var ks [8]x25519.Key
+	for l := range ks {
+		rand.Read(ks[l][:])
+	}
+	b.Run("lanes", func(b *testing.B) {
+		for b.Loop() {
+			ladderMasks8(&ks)
+		}
+	})
+	b.Run("shared", func(b *testing.B) {
+		for b.Loop() {
+			ladderMasks(&ks[0])
+		}
+	})
+}

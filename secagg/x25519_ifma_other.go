@@ -18,3 +18,8 @@ const cpuLadder8 = false
 func ladder8Batch(xs, zs []fp.Elt, k *x25519.Key, pks []*x25519.Key) {
 	panic("secagg: no IFMA ladder")
 }
+
+// keyGen8Batch is never called where hasLadder8 is false.
+func keyGen8Batch(xs, zs []fp.Elt, sks []x25519.Key) {
+	panic("secagg: no IFMA ladder")
+}

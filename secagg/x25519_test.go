@@ -3,6 +3,7 @@ package secagg
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"math/big"
 	mrand "math/rand/v2"
 	"testing"
@@ -277,4 +278,108 @@ func BenchmarkLadderStep4(b *testing.B) {
 	for b.Loop() {
 		ladderStep4(&st, 0)
 	}
+}
+
+// BenchmarkKeyGen is the public keys of k secret keys: batched
+// (keyGenBatch, the eight-lane IFMA ladder where hasLadder8) and one by
+// one with circl's x25519.KeyGen ("circl"), for k = 1, 2, 4, 8 and 64. It
+// reports ns/key besides ns/op.
+func BenchmarkKeyGen(b *testing.B) {
+	for _, k := range []int{1, 2, 4, 8, 64} {
+		sks, pks := make([]x25519.Key, k), make([]x25519.Key, k)
+		for i := range sks {
+			rand.Read(sks[i][:])
+		}
+		perKey := func(b *testing.B) {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*k), "ns/key")
+		}
+		b.Run(fmt.Sprintf("batch/k=%d", k), func(b *testing.B) {
+			for b.Loop() {
+				keyGenBatch(pks, sks)
+			}
+			perKey(b)
+		})
+		b.Run(fmt.Sprintf("circl/k=%d", k), func(b *testing.B) {
+			for b.Loop() {
+				for i := range sks {
+					x25519.KeyGen(&pks[i], &sks[i])
+				}
+			}
+			perKey(b)
+		})
+	}
+}
+
+// keyGenEdgeSecrets are secret keys at the edges of clamping and of the
+// ladder's swaps: all zero and all ones (the clamped extremes 2^254 and
+// 2^255 − 8), each single bit of the scalar's range, alternating bits
+// (a swap at every step) and runs of equal bits (no swap for long), and
+// values that differ from others only in the bits clamping clears.
+func keyGenEdgeSecrets() []x25519.Key {
+	var out []x25519.Key
+	fill := func(b byte) (k x25519.Key) {
+		for i := range k {
+			k[i] = b
+		}
+		return k
+	}
+	out = append(out, fill(0), fill(0xff), fill(0x55), fill(0xaa), fill(0x0f), fill(0xf0))
+	for _, bit := range []int{0, 1, 2, 3, 4, 63, 64, 128, 200, 253, 254, 255} {
+		var k x25519.Key
+		k[bit/8] = 1 << (bit % 8)
+		out = append(out, k)
+	}
+	k := fill(0xff)
+	k[0], k[31] = 7, 0x80 // clamps to the same scalar as fill(0)
+	out = append(out, k)
+	return out
+}
+
+// TestKeyGenBatchMatchesCircl checks keyGenBatch against circl's
+// x25519.KeyGen, bit for bit, on both ladders where they run (and on
+// circl's with hasLadder8 off): random secret keys in batches of 1 to 17
+// (a partial last group of every size, two groups and more), and the edge
+// secrets, alone and mixed with random ones in one batch, so that lanes
+// of one group swap differently.
+func TestKeyGenBatchMatchesCircl(t *testing.T) {
+	forEachLadder(t, func(t *testing.T) {
+		check := func(what string, sks []x25519.Key) {
+			t.Helper()
+			pks := make([]x25519.Key, len(sks))
+			keyGenBatch(pks, sks)
+			for i := range sks {
+				var want x25519.Key
+				x25519.KeyGen(&want, &sks[i])
+				if pks[i] != want {
+					t.Fatalf("%s: key %d of %d (sk %x): got %x, want %x", what, i, len(sks), sks[i], pks[i], want)
+				}
+			}
+		}
+		for n := 1; n <= 17; n++ {
+			for range 3 {
+				sks := make([]x25519.Key, n)
+				for i := range sks {
+					rand.Read(sks[i][:])
+				}
+				check(fmt.Sprintf("random, n=%d", n), sks)
+			}
+		}
+		edge := keyGenEdgeSecrets()
+		check("edge", edge)
+		for _, e := range edge {
+			check("edge alone", []x25519.Key{e})
+		}
+		rng := mrand.New(mrand.NewPCG(5, 6))
+		for n := 1; n <= 17; n++ {
+			sks := make([]x25519.Key, n)
+			for i := range sks {
+				if rng.IntN(2) == 0 {
+					sks[i] = edge[rng.IntN(len(edge))]
+				} else {
+					rand.Read(sks[i][:])
+				}
+			}
+			check(fmt.Sprintf("mixed, n=%d", n), sks)
+		}
+	})
 }
