@@ -127,7 +127,10 @@
 // further and share a PairCache: the two ends of a pair would derive the
 // same key, so the first to need it runs the agreement and the other
 // reads it, which halves a simulated round's agreements and changes no
-// message. A device never has one: it derives its keys from its own
+// message; it also builds each share-encryption pair's AES-GCM once for
+// both ends and hands the clients their key pairs from a pool whose
+// public keys are computed eight at a time (keypool.go). A device never
+// has one: it draws its own keys and derives its pair keys from its own
 // secrets.
 //
 // # Encoding
