@@ -131,8 +131,14 @@ func (k *sessionKDF) key(secret []byte, info string) [32]byte {
 	return k.t
 }
 
-// wipe zeroes the scratch that held a derived key, so that a recycled
-// sessionKDF carries nothing of its last key.
+// wipe zeroes the scratch arrays that held the last derived key and its
+// PRK. It does not reach inside the hash states: crypto/sha256 and
+// crypto/hmac keep the last partial block (the raw shared secret in the
+// extract step, T(1)'s inner digest in the outer hash) until they are
+// written again, and offer no way to clear it. So a sessionKDF is recycled
+// only among one instance's simulated clients (PairCache.kdfs), which run
+// in one process that holds the pairs' keys in the cache anyway, never
+// across instances or to a device.
 func (k *sessionKDF) wipe() {
 	clear(k.pad[:])
 	clear(k.prk[:])

@@ -54,8 +54,10 @@ type PairCache struct {
 	tables map[string]map[uint64]*pairEntry
 	// kdfs recycles the sessionKDFs of the session's batches: a new one
 	// costs some ten allocations (HMAC and SHA-256 states), and one batch
-	// needs it for a few dozen keys. Their scratch holds only pair keys
-	// that the cache holds anyway.
+	// needs it for a few dozen keys. A recycled one may still hold, in its
+	// hash states, the last pair's shared secret and key (sessionKDF.wipe
+	// clears only its own arrays): they are passed only between this
+	// instance's simulated clients, all in one process with the cache.
 	kdfs     sync.Pool
 	ran      atomic.Int64 // agreements computed, for tests
 	bypassed atomic.Int64 // of which outside the cache (keys that differ from the claimer's), for tests

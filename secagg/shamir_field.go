@@ -107,8 +107,10 @@ func canonical(a *scalar) scalar {
 // never negative, so unlike reduceWide there is no correction to make.
 // Keeping ℓ's multiple instead of reducing fully is what lets Horner's rule
 // (evalShares) and the Lagrange denominators run several word
-// multiplications between reductions: a lazy value times a word below
-// 2^62, plus such terms, stays below 2^316.
+// multiplications between reductions: a lazy value times a word of at
+// most 2^62, plus such terms, stays below 2^316 (evalShares's x^m reaches
+// 2^62 exactly at ID 2^31, m = 2; that is within the bound because its
+// accumulator comes from foldLazy, below 2^253.01, not merely 2^254).
 //
 // The result comes as four words, not a scalar, so that it stays in
 // registers: a returned array goes through memory, which the callers'
@@ -131,7 +133,7 @@ func foldLazy(v0, v1, v2, v3, v4 uint64) (r0, r1, r2, r3 uint64) {
 }
 
 // mulWordLazy returns a lazy representative of a·w mod ℓ for a lazy a and
-// w < 2^62, in constant time.
+// w ≤ 2^62, in constant time.
 func mulWordLazy(a *scalar, w uint64) scalar {
 	h0, l0 := bits.Mul64(a[0], w)
 	h1, l1 := bits.Mul64(a[1], w)
