@@ -31,38 +31,18 @@ import (
 
 // sharedEtcd is one etcd for the tests that need nothing special of
 // theirs; each uses its own prefix.
-var sharedEtcd struct {
-	once    sync.Once
-	cluster *etcdtest.Cluster
-	dir     string
-	err     error
-}
+var sharedEtcd etcdtest.Shared
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if c := sharedEtcd.cluster; c != nil {
-		c.Stop()
-	}
-	if sharedEtcd.dir != "" {
-		os.RemoveAll(sharedEtcd.dir)
-	}
+	sharedEtcd.Stop()
 	os.Exit(code)
 }
 
 // etcdURL returns the shared etcd's URL, starting it on first use.
 func etcdURL(t testing.TB) string {
 	t.Helper()
-	bin := etcdtest.Binary(t)
-	sharedEtcd.once.Do(func() {
-		if sharedEtcd.dir, sharedEtcd.err = os.MkdirTemp("", "dpfl-etcd-"); sharedEtcd.err != nil {
-			return
-		}
-		sharedEtcd.cluster, sharedEtcd.err = etcdtest.Start(bin, sharedEtcd.dir, 1, 100, 1000)
-	})
-	if sharedEtcd.err != nil {
-		t.Fatalf("the shared etcd did not start: %v", sharedEtcd.err)
-	}
-	return sharedEtcd.cluster.Endpoints()[0]
+	return sharedEtcd.Endpoints(t)[0]
 }
 
 // testPrefix is a fresh key prefix for one test.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,42 +18,22 @@ import (
 // single-member one for most, a private 3-member cluster where a member
 // is paused.
 
-// shared single-member etcd for most tests; each test uses its own prefix.
-var (
-	sharedOnce    sync.Once
-	sharedCluster *etcdtest.Cluster
-	sharedErr     error
-	sharedDir     string
-)
+// shared is the single-member etcd of most tests (each uses its own
+// prefix), with 50 ms heartbeats and 500 ms elections so that 1 s leases
+// are honoured.
+var shared = etcdtest.Shared{HeartbeatMS: 50, ElectionMS: 500}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if sharedCluster != nil {
-		sharedCluster.Stop()
-	}
-	if sharedDir != "" {
-		os.RemoveAll(sharedDir)
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
-// sharedEtcd returns the client endpoint of the shared single-member etcd,
-// started on first use with 50 ms heartbeats and 500 ms election timeout, so
-// 1 s leases are honoured.
+// sharedEtcd returns the client endpoints of the shared etcd, started on
+// first use.
 func sharedEtcd(t *testing.T) []string {
 	t.Helper()
-	bin := etcdtest.Binary(t)
-	sharedOnce.Do(func() {
-		sharedDir, sharedErr = os.MkdirTemp("", "dpfl-leader-etcd-")
-		if sharedErr != nil {
-			return
-		}
-		sharedCluster, sharedErr = etcdtest.Start(bin, sharedDir, 1, 50, 500)
-	})
-	if sharedErr != nil {
-		t.Fatalf("start etcd: %v", sharedErr)
-	}
-	return sharedCluster.Endpoints()
+	return shared.Endpoints(t)
 }
 
 // newClient returns an etcd client on endpoints, closed at test end.
