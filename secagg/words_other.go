@@ -2,12 +2,25 @@
 
 package secagg
 
-import "github.com/dpfl/dpfl/simd"
+// Plain loops rather than package simd's kernels: devices, most of them
+// arm64, link secagg through api/client, which must not link simd and
+// gonum (api/client's TestClientDependencies, run for arm64 too), and
+// simd has no arm64 kernels for these anyway.
 
 // addWords sets dst[i] += w[i] mod 2^32; len(w) ≥ len(dst) (panics
 // otherwise).
-func addWords(dst, w []uint32) { simd.AddUint32(dst, w[:len(dst)]) }
+func addWords(dst, w []uint32) {
+	w = w[:len(dst)]
+	for i := range dst {
+		dst[i] += w[i]
+	}
+}
 
 // subWords sets dst[i] -= w[i] mod 2^32; len(w) ≥ len(dst) (panics
 // otherwise).
-func subWords(dst, w []uint32) { simd.SubUint32(dst, w[:len(dst)]) }
+func subWords(dst, w []uint32) {
+	w = w[:len(dst)]
+	for i := range dst {
+		dst[i] -= w[i]
+	}
+}
