@@ -86,18 +86,15 @@ func hmacSHA256(key, msg []byte, info string, counter bool) [32]byte {
 // eight and no allocation: HKDF-Extract (RFC 5869, §2.2) is HMAC keyed
 // with the session, whose padded-key states crypto/hmac computes once and
 // restores on Reset; HKDF-Expand's one block, T(1) = HMAC(PRK, info ‖
-// 0x01), is HMAC written out on two reused SHA-256 states. A sessionKDF is
-// not safe for concurrent use.
+// 0x01), is hkdf32's own hmacSHA256. A sessionKDF is not safe for
+// concurrent use.
 type sessionKDF struct {
-	extract      hash.Hash
-	inner, outer hash.Hash
-	pad          [sha256.BlockSize]byte
-	prk, t       [sha256.Size]byte
-	msg          []byte // info ‖ 0x01
+	extract hash.Hash
+	prk     [sha256.Size]byte
 }
 
 func newSessionKDF(session []byte) *sessionKDF {
-	return &sessionKDF{extract: hmac.New(sha256.New, session), inner: sha256.New(), outer: sha256.New()}
+	return &sessionKDF{extract: hmac.New(sha256.New, session)}
 }
 
 // key is hkdf32(secret, session, info).
@@ -105,45 +102,16 @@ func (k *sessionKDF) key(secret []byte, info string) [32]byte {
 	k.extract.Reset()
 	k.extract.Write(secret)
 	k.extract.Sum(k.prk[:0])
-	// HMAC(PRK, info ‖ 0x01): PRK is 32 bytes, shorter than a block, so
-	// the padded key is PRK then zeros.
-	for i := range k.pad {
-		k.pad[i] = 0x36
-	}
-	for i, b := range k.prk {
-		k.pad[i] ^= b
-	}
-	k.inner.Reset()
-	k.inner.Write(k.pad[:])
-	k.msg = append(append(k.msg[:0], info...), 1)
-	k.inner.Write(k.msg)
-	k.inner.Sum(k.t[:0])
-	for i := range k.pad {
-		k.pad[i] ^= 0x36 ^ 0x5c
-	}
-	k.outer.Reset()
-	k.outer.Write(k.pad[:])
-	k.outer.Write(k.t[:])
-	// The result goes through k.t (written already, free again): a local
-	// array handed to the hash.Hash interface would escape, one heap
-	// allocation per key.
-	k.outer.Sum(k.t[:0])
-	return k.t
+	return hmacSHA256(k.prk[:], nil, info, true)
 }
 
-// wipe zeroes the scratch arrays that held the last derived key and its
-// PRK. It does not reach inside the hash states: crypto/sha256 and
-// crypto/hmac keep the last partial block (the raw shared secret in the
-// extract step, T(1)'s inner digest in the outer hash) until they are
-// written again, and offer no way to clear it. So a sessionKDF is recycled
-// only among one instance's simulated clients (PairCache.kdfs), which run
-// in one process that holds the pairs' keys in the cache anyway, never
-// across instances or to a device.
-func (k *sessionKDF) wipe() {
-	clear(k.pad[:])
-	clear(k.prk[:])
-	clear(k.t[:])
-}
+// wipe zeroes the last PRK. It does not reach inside the HMAC state:
+// crypto/hmac keeps its last partial block (the raw shared secret) until
+// it is written again, and offers no way to clear it. So a sessionKDF is
+// recycled only among one instance's simulated clients (PairCache.kdfs),
+// which run in one process that holds the pairs' keys in the cache
+// anyway, never across instances or to a device.
+func (k *sessionKDF) wipe() { clear(k.prk[:]) }
 
 // randomScalar draws a uniformly random Ristretto255 scalar from 64 bytes of
 // rnd (hash-to-field of RFC 9380 with a 64-byte input has statistical
