@@ -53,11 +53,11 @@ type PairCache struct {
 	// and the info string.
 	tables map[string]map[uint64]*pairEntry
 	// kdfs recycles the sessionKDFs of the session's batches: a new one
-	// costs some ten allocations (HMAC and SHA-256 states), and one batch
+	// costs several allocations (crypto/hmac's states), and one batch
 	// needs it for a few dozen keys. A recycled one may still hold, in its
-	// hash states, the last pair's shared secret and key (sessionKDF.wipe
-	// clears only its own arrays): they are passed only between this
-	// instance's simulated clients, all in one process with the cache.
+	// HMAC state, the last pair's shared secret (sessionKDF.wipe clears
+	// only its PRK): it is passed only between this instance's simulated
+	// clients, all in one process with the cache.
 	kdfs     sync.Pool
 	ran      atomic.Int64 // agreements computed, for tests
 	bypassed atomic.Int64 // of which outside the cache (keys that differ from the claimer's), for tests

@@ -139,21 +139,37 @@ func ladder8Batch(xs, zs []fp.Elt, k *x25519.Key, pks []*x25519.Key) {
 			}
 			var u [5]uint64
 			limbsFromBytes51(&u, pk)
-			for i := range 5 {
-				st.x1[i][l], st.x3[i][l] = u[i], u[i]
-				st.x2[i][l], st.z2[i][l], st.z3[i][l] = 0, 0, 0
-			}
-			st.x2[0][l], st.z3[0][l] = 1, 1
+			st.start(l, &u)
 		}
-		for _, m := range masks {
-			ladderStep8(st, m)
-		}
-		fe8CSwap(&st.x2, &st.x3, final)
-		fe8CSwap(&st.z2, &st.z3, final)
-		for l := 0; l < 8 && g+l < len(pks); l++ {
-			xs[g+l] = eltFromLimbs51(&st.x2, l)
-			zs[g+l] = eltFromLimbs51(&st.z2, l)
-		}
+		end := min(g+8, len(pks))
+		st.run(&masks, final, xs[g:end], zs[g:end])
+	}
+	*st = ladder8{} // the ladder's state reveals k's bits
+}
+
+// start sets lane l of st to the ladder's initial state for the
+// u-coordinate u (RFC 7748, §5): x1 = x3 = u, (x2 : z2) = (1 : 0), z3 = 1.
+func (st *ladder8) start(l int, u *[5]uint64) {
+	for i := range 5 {
+		st.x1[i][l], st.x3[i][l] = u[i], u[i]
+		st.x2[i][l], st.z2[i][l], st.z3[i][l] = 0, 0, 0
+	}
+	st.x2[0][l], st.z3[0][l] = 1, 1
+}
+
+// run takes every lane of st through the 255 ladder steps with the swap
+// masks (bit l of a mask for lane l; ladderMasks' all-ones masks swap all
+// lanes alike) and the final swap, then sets xs[l], zs[l] to lane l's
+// projective result (x2 : z2) for l < len(xs) (≤ 8; len(zs) = len(xs)).
+func (st *ladder8) run(masks *[255]uint64, final uint64, xs, zs []fp.Elt) {
+	for _, m := range masks {
+		ladderStep8(st, m)
+	}
+	fe8CSwap(&st.x2, &st.x3, final)
+	fe8CSwap(&st.z2, &st.z3, final)
+	for l := range xs {
+		xs[l] = eltFromLimbs51(&st.x2, l)
+		zs[l] = eltFromLimbs51(&st.z2, l)
 	}
 }
 
@@ -228,6 +244,7 @@ func eltFromLimbs51(x *fe8, l int) fp.Elt {
 // without branches or secret-dependent addresses.
 func keyGen8Batch(xs, zs []fp.Elt, sks []x25519.Key) {
 	st := newLadder8()
+	base := [5]uint64{9}
 	var ks [8]x25519.Key
 	defer clear(ks[:])
 	for g := 0; g < len(sks); g += 8 {
@@ -239,24 +256,12 @@ func keyGen8Batch(xs, zs []fp.Elt, sks []x25519.Key) {
 			ks[l] = sks[i]
 			ks[l][0] &= 248
 			ks[l][31] = ks[l][31]&127 | 64
-			for k := range 5 {
-				st.x1[k][l], st.x3[k][l] = 0, 0
-				st.x2[k][l], st.z2[k][l], st.z3[k][l] = 0, 0, 0
-			}
-			st.x1[0][l], st.x3[0][l] = 9, 9
-			st.x2[0][l], st.z3[0][l] = 1, 1
+			st.start(l, &base)
 		}
 		masks, final := ladderMasks8(&ks)
-		for _, m := range masks {
-			ladderStep8(st, m)
-		}
-		fe8CSwap(&st.x2, &st.x3, final)
-		fe8CSwap(&st.z2, &st.z3, final)
+		end := min(g+8, len(sks))
+		st.run(&masks, final, xs[g:end], zs[g:end])
 		clear(masks[:])
-		for l := 0; l < 8 && g+l < len(sks); l++ {
-			xs[g+l] = eltFromLimbs51(&st.x2, l)
-			zs[g+l] = eltFromLimbs51(&st.z2, l)
-		}
 	}
 	*st = ladder8{} // the ladder's state reveals the scalars' bits
 }
