@@ -277,15 +277,7 @@ func TestLadder8MatchesCircl(t *testing.T) {
 					pks[i] = &pool[(size*3+i)%special]
 				}
 			}
-			out, ok := make([]x25519.Key, size), make([]bool, size)
-			sharedBatch8(out, ok, &sk, pks)
-			for i, pk := range pks {
-				var want x25519.Key
-				wantOK := x25519.Shared(&want, &sk, pk)
-				if out[i] != want || ok[i] != wantOK {
-					t.Fatalf("size %d, entry %d, pk %x: %x (ok %v), circl %x (ok %v)", size, i, pk[:], out[i], ok[i], want, wantOK)
-				}
-			}
+			checkAgainstCircl(t, sharedBatch8, &sk, pks)
 		}
 	}
 }

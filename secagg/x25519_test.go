@@ -129,15 +129,23 @@ func testSharedBatchMatchesCircl(t *testing.T) {
 					pks[i] = &pool[(size+i)%len(special)]
 				}
 			}
-			out, ok := make([]x25519.Key, size), make([]bool, size)
-			sharedBatch(out, ok, &sk, pks)
-			for i, pk := range pks {
-				var want x25519.Key
-				wantOK := x25519.Shared(&want, &sk, pk)
-				if out[i] != want || ok[i] != wantOK {
-					t.Fatalf("size %d, entry %d, pk %x: %x (ok %v), circl %x (ok %v)", size, i, pk[:], out[i], ok[i], want, wantOK)
-				}
-			}
+			checkAgainstCircl(t, sharedBatch, &sk, pks)
+		}
+	}
+}
+
+// checkAgainstCircl fails t unless batch(out, ok, sk, pks) gives, entry
+// by entry, circl's x25519.Shared(sk, pks[i]) and its ok (the independent
+// truth both batched ladders are held to).
+func checkAgainstCircl(t *testing.T, batch func(out []x25519.Key, ok []bool, sk *x25519.Key, pks []*x25519.Key), sk *x25519.Key, pks []*x25519.Key) {
+	t.Helper()
+	out, ok := make([]x25519.Key, len(pks)), make([]bool, len(pks))
+	batch(out, ok, sk, pks)
+	for i, pk := range pks {
+		var want x25519.Key
+		wantOK := x25519.Shared(&want, sk, pk)
+		if out[i] != want || ok[i] != wantOK {
+			t.Fatalf("size %d, entry %d, pk %x: %x (ok %v), circl %x (ok %v)", len(pks), i, pk[:], out[i], ok[i], want, wantOK)
 		}
 	}
 }
